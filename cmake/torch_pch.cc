@@ -1,0 +1,1 @@
+// Empty: exists so that the precompiled header has a target to be built in.

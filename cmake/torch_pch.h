@@ -1,0 +1,3 @@
+// The torch headers every torch-using target shares as one precompiled header.
+#pragma once
+#include <torch/torch.h>

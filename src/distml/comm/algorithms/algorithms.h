@@ -1,0 +1,37 @@
+// Collective algorithms written once over point-to-point, so that they run on every engine.
+// All are in-place on `data` unless they take an input view; all ranks must call the same
+// algorithm with the same counts. `op` is never avg here (the Communicator divides).
+#pragma once
+
+#include <span>
+
+#include "distml/comm/algorithms/context.h"
+
+namespace distml::comm {
+
+/// Reduce-scatter then all-gather around a ring; each block streams in `chunk_bytes` pieces,
+/// and a piece is forwarded as soon as it is reduced. Bandwidth-optimal: 2(P-1)/P of the data.
+void ring_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op, std::size_t chunk_bytes);
+
+/// Rabenseifner: recursive halving reduce-scatter, recursive doubling all-gather. A world
+/// that is not a power of two first folds its extra ranks into partners, and unfolds last.
+void halving_doubling_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op);
+
+/// Binomial-tree reduce to rank 0, then binomial-tree broadcast: log P latency, for small data.
+void tree_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op);
+void tree_broadcast(AlgoContext& ctx, Buffer data, int root);
+
+/// Ring all-gather of counts[r] elements from each rank r into `out`, in rank order.
+/// Rank r's own block must already be in place in `out`.
+void ring_allgatherv(AlgoContext& ctx, Buffer out, std::span<const std::size_t> counts);
+
+/// Ring reduce-scatter: `in` holds P blocks of out.count elements; rank r gets block r reduced.
+void ring_reduce_scatter(AlgoContext& ctx, ConstBuffer in, Buffer out, ReduceOp op);
+
+/// Every rank sends block j of `in` to rank j, posted all at once; out must not alias in.
+void pairwise_alltoall(AlgoContext& ctx, ConstBuffer in, Buffer out);
+
+/// Dissemination barrier: ceil(log2 P) rounds of one-byte messages.
+void dissemination_barrier(AlgoContext& ctx);
+
+}  // namespace distml::comm

@@ -1,0 +1,47 @@
+// What a collective algorithm sees of the world: its rank, the world size, point-to-point
+// transfers on the collective channel, one deadline, and a reusable scratch buffer.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "distml/comm/block_range.h"
+#include "distml/comm/engine.h"
+
+namespace distml::comm {
+
+class AlgoContext {
+ public:
+  AlgoContext(Engine& engine, Deadline deadline, std::string what, std::vector<std::byte>& scratch)
+      : engine_(engine), deadline_(deadline), what_(std::move(what)), scratch_(scratch) {}
+
+  int rank() const { return engine_.rank(); }
+  int size() const { return engine_.size(); }
+  Deadline deadline() const { return deadline_; }
+  const std::string& what() const { return what_; }
+
+  RequestPtr isend(const void* data, std::size_t bytes, int dst, int tag) {
+    return engine_.isend(Channel::collective, data, bytes, dst, tag);
+  }
+  RequestPtr irecv(void* data, std::size_t bytes, int src, int tag) {
+    return engine_.irecv(Channel::collective, data, bytes, src, tag);
+  }
+  /// Waits for `request`; throws TimeoutError naming it at the deadline.
+  void wait(RequestPtr& request);
+  void wait_all(std::vector<RequestPtr>& requests);
+  /// Sends to `dst` and receives from `src` at the same time (both may be the same rank).
+  void sendrecv(const void* send, std::size_t send_bytes, int dst, void* recv,
+                std::size_t recv_bytes, int src, int tag);
+
+  /// A buffer of at least `bytes` bytes, valid until the next call. Reused across calls.
+  std::byte* scratch(std::size_t bytes);
+
+ private:
+  Engine& engine_;
+  Deadline deadline_;
+  std::string what_;
+  std::vector<std::byte>& scratch_;
+};
+
+}  // namespace distml::comm

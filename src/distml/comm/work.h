@@ -1,0 +1,35 @@
+// Work: the handle an asynchronous call returns.
+//
+// Contract (as c10d's Work): the buffers passed to the call belong to the operation until
+// wait() or test() has reported completion; read or write them only after that. wait()
+// rethrows the failure the operation ended with (CommError, TimeoutError, ...), every time
+// it is called. A Work that is destroyed without wait() still completes in the background;
+// its buffers must stay alive until then.
+#pragma once
+
+#include <memory>
+
+#include "distml/comm/request.h"
+
+namespace distml::comm {
+
+class Work {
+ public:
+  Work() = default;
+  Work(std::shared_ptr<Request> request, Millis default_timeout)
+      : request_(std::move(request)), default_timeout_(default_timeout) {}
+
+  /// True when the operation has finished (successfully or not); never blocks.
+  bool test();
+  /// Blocks until finished; throws TimeoutError after the communicator's timeout.
+  void wait() { wait(default_timeout_); }
+  /// Blocks until finished or `timeout`; throws TimeoutError naming the operation on expiry,
+  /// and the operation's own error if it failed.
+  void wait(Millis timeout);
+
+ private:
+  std::shared_ptr<Request> request_;
+  Millis default_timeout_{0};
+};
+
+}  // namespace distml::comm
