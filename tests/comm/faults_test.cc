@@ -13,7 +13,7 @@ using namespace std::chrono_literals;
 CommOptions short_timeout() {
   CommOptions o;
   o.timeout = 700ms;
-  o.diagnose_grace = 300ms;
+  o.diagnose_grace = 1000ms;
   return o;
 }
 

@@ -9,6 +9,7 @@
 #include "distml/comm/algorithms/algorithms.h"
 #include "distml/comm/auto_policy.h"
 #include "distml/comm/collective_queue.h"
+#include "distml/comm/diagnose.h"
 #include "distml/comm/engine.h"
 #include "distml/comm/reduce.h"
 #include "distml/core/version.h"
@@ -165,39 +166,6 @@ void Communicator::exchange_fingerprint() {
   if (verdict.status != 0) throw CommError(verdict.message);
 }
 
-// After a timeout every live rank sends its operation number to all others and listens for
-// diagnose_grace; a rank not heard from at or past this operation did not arrive.
-std::string Communicator::diagnose_missing(std::uint64_t seq) {
-  const int p = size(), r = rank();
-  std::vector<std::uint64_t> theirs(p, 0);
-  std::vector<RequestPtr> sends, recvs(p);
-  for (int peer = 0; peer < p; ++peer) {
-    if (peer == r) continue;
-    recvs[peer] = engine_->irecv(Channel::collective, &theirs[peer], sizeof(std::uint64_t), peer,
-                                 kDiagnoseTag);
-    sends.push_back(engine_->isend(Channel::collective, &seq, sizeof seq, peer, kDiagnoseTag));
-  }
-  auto deadline = Deadline::after(options_.diagnose_grace);
-  std::string missing;
-  for (int peer = 0; peer < p; ++peer) {
-    if (peer == r) continue;
-    bool heard = false;
-    try {
-      heard = recvs[peer]->wait_until(deadline) && theirs[peer] >= seq;
-    } catch (const CommError&) {
-    }
-    if (!heard) missing += cat(missing.empty() ? "" : ", ", peer);
-  }
-  for (auto& s : sends) {
-    try {
-      s->wait_until(Deadline::after(Millis(0)));
-    } catch (const CommError&) {
-    }
-  }
-  if (missing.empty()) return "every rank reached this operation (one may have failed in it)";
-  return cat("ranks that did not arrive: ", missing);
-}
-
 void Communicator::check_usable() const {
   std::lock_guard lock(broken_mutex_);
   if (!broken_.empty())
@@ -281,7 +249,8 @@ void Communicator::check_agreement(const Op& op, Deadline deadline) {
                          static_cast<std::int64_t>(op.reduce)};
   std::int64_t both[10];
   for (int i = 0; i < 5; ++i) both[i] = sig[i], both[5 + i] = -sig[i];
-  AlgoContext ctx(*engine_, deadline, cat("agreement check before ", op.name()), tls_scratch);
+  AlgoContext ctx(
+      *engine_, deadline, [&op] { return cat("agreement check before ", op.name()); }, tls_scratch);
   tree_allreduce(ctx, Buffer{both, 10, DType::i64}, ReduceOp::max);
   const char* fields[5] = {"operation", "element count", "dtype", "root", "reduce op"};
   for (int i = 0; i < 5; ++i)
@@ -293,7 +262,7 @@ void Communicator::check_agreement(const Op& op, Deadline deadline) {
 void Communicator::execute(Op& op) {
   const Deadline deadline = Deadline::after(options_.timeout);
   if (options_.check_collectives) check_agreement(op, deadline);
-  AlgoContext ctx(*engine_, deadline, op.name(), tls_scratch);
+  AlgoContext ctx(*engine_, deadline, [&op] { return op.name(); }, tls_scratch);
   const std::size_t es = dtype_size(op.out.dtype);
   auto* out = static_cast<std::byte*>(op.out.data);
   switch (op.kind) {
@@ -368,7 +337,7 @@ void Communicator::run(Op& op) {
     execute(op);
   } catch (const TimeoutError& e) {
     std::string msg = cat(e.what(), " on rank ", rank(), " after ", options_.timeout.count(),
-                          " ms; ", diagnose_missing(op.seq));
+                          " ms; ", diagnose_missing(*engine_, op.seq, kDiagnoseTag, options_.diagnose_grace));
     mark_broken(msg);
     throw TimeoutError(msg);
   } catch (const CommError& e) {

@@ -120,7 +120,6 @@ class Communicator {
   void check_agreement(const Op& op, Deadline deadline);
   void mark_broken(const std::string& why);
   void exchange_fingerprint();
-  std::string diagnose_missing(std::uint64_t seq);
   void check_usable() const;
   void check_peer(int peer, const char* what) const;
   void check_tag(int tag) const;

@@ -4,7 +4,7 @@ namespace distml::comm {
 
 void AlgoContext::wait(RequestPtr& request) {
   if (request && !request->wait_until(deadline_))
-    throw TimeoutError(cat(what_, ": timed out in ", request->describe()));
+    throw TimeoutError(cat(what_(), ": timed out in ", request->describe()));
 }
 
 void AlgoContext::wait_all(std::vector<RequestPtr>& requests) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -13,13 +14,18 @@ namespace distml::comm {
 
 class AlgoContext {
  public:
-  AlgoContext(Engine& engine, Deadline deadline, std::string what, std::vector<std::byte>& scratch)
+  /// `what` names the operation in error messages; it is built only when one is thrown,
+  /// so that small collectives do not pay for formatting.
+  AlgoContext(Engine& engine, Deadline deadline, std::function<std::string()> what,
+              std::vector<std::byte>& scratch)
       : engine_(engine), deadline_(deadline), what_(std::move(what)), scratch_(scratch) {}
+  AlgoContext(Engine& engine, Deadline deadline, std::string what, std::vector<std::byte>& scratch)
+      : AlgoContext(engine, deadline, [w = std::move(what)] { return w; }, scratch) {}
 
   int rank() const { return engine_.rank(); }
   int size() const { return engine_.size(); }
   Deadline deadline() const { return deadline_; }
-  const std::string& what() const { return what_; }
+  std::string what() const { return what_(); }
 
   RequestPtr isend(const void* data, std::size_t bytes, int dst, int tag) {
     return engine_.isend(Channel::collective, data, bytes, dst, tag);
@@ -40,7 +46,7 @@ class AlgoContext {
  private:
   Engine& engine_;
   Deadline deadline_;
-  std::string what_;
+  std::function<std::string()> what_;
   std::vector<std::byte>& scratch_;
 };
 

@@ -1,0 +1,49 @@
+// `distml launch`: starts N copies of a command as the ranks of one job, under mpirun for
+// the mpi engine or as local processes with rendezvous variables for the gloo engine.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace distml::cli {
+
+struct LaunchOptions {
+  int np = 1;
+  std::string hosts;     // "h1:2,h2:2" (mpi only)
+  std::string hostfile;  // (mpi only)
+  std::string engine = "mpi";
+  bool prefix_output = false;  // prefix every output line with the rank
+  std::vector<std::string> command;
+};
+
+/// Set in the environment of every launched rank, so that `--np` does not relaunch again.
+inline constexpr const char* kLaunchedVar = "DISTML_LAUNCHED";
+/// The engine a launched rank should connect with.
+inline constexpr const char* kEngineVar = "DISTML_ENGINE";
+
+/// The mpirun argument vector for `o` (mpirun first, then the command). `cores` is the number
+/// of slots available, `as_root` adds the run-as-root variables.
+std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool as_root);
+
+/// Runs the job; returns the exit code of the first rank that failed, or 0.
+int launch(const LaunchOptions& o);
+
+/// Adds the `launch` subcommand to `app`; its callback runs the job and exits.
+void add_launch_command(CLI::App& app);
+
+/// A TCP port on 127.0.0.1 that nothing listens on right now.
+int free_port();
+
+/// Under mpirun, sets RANK and WORLD_SIZE from OpenMPI's variables when they are unset, so
+/// that the gloo engine can run in processes that mpirun started.
+void adopt_mpirun_rank_variables();
+
+/// If `np` > 0 and this process was not itself launched, re-runs the current command line
+/// (minus --np) under `distml launch -n np --engine engine` and exits with its code.
+void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv);
+
+}  // namespace distml::cli

@@ -1,0 +1,47 @@
+// The distml command line: one binary, one subcommand per task.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+
+#include "bench.h"
+#include "distml/core/error.h"
+#include "distml/core/version.h"
+#include "launch.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"distml: distributed machine learning in C++ (classical ML, deep learning, deep "
+               "reinforcement learning) over MPI, Gloo or in-process ranks."};
+  app.set_version_flag("--version", distml::kVersion);
+  app.require_subcommand(1);
+  distml::cli::add_launch_command(app);
+  distml::cli::add_bench_command(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  } catch (const distml::UsageError& e) {
+    std::fprintf(stderr, "distml: error: %s\n", e.what());
+    return 2;
+  } catch (const distml::ConfigError& e) {
+    std::fprintf(stderr, "distml: error: %s\n", e.what());
+    return 2;
+  } catch (const distml::CommError& e) {
+    // Peers may be stuck mid-operation: leave without running exit handlers (which would
+    // try to finalise the engine and could block).
+    std::fprintf(stderr, "distml: error: %s\n", e.what());
+    std::fflush(stdout);
+    std::fflush(stderr);
+    std::_Exit(1);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "distml: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
