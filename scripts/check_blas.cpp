@@ -32,7 +32,8 @@ int main() {
   for (int rep = 0; rep < 5; ++rep) {
     auto t0 = std::chrono::steady_clock::now();
     auto z = at::mm(x, y);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    best = std::min(best,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
   double gflops = 2.0 * n * n * n / best / 1e9;
   if (gflops < kMinGflops) {

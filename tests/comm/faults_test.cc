@@ -47,8 +47,8 @@ TEST(Faults, RankThatNeverJoinsIsNamedByTheOthersWithinTheTimeout) {
 }
 
 TEST(Faults, RankMissingFromACollectiveIsNamedForEveryAlgorithm) {
-  for (Algorithm a : {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling,
-                      Algorithm::tree}) {
+  for (Algorithm a :
+       {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree}) {
     auto start = Clock::now();
     auto errors = run_some(3, {0, 1, 2}, short_timeout(), [&](Communicator& comm) {
       std::vector<float> v(100, 1.0f);
@@ -64,8 +64,8 @@ TEST(Faults, RankMissingFromACollectiveIsNamedForEveryAlgorithm) {
 }
 
 TEST(Faults, MismatchedLengthsAreAnErrorNotCorruption) {
-  for (Algorithm a : {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling,
-                      Algorithm::tree}) {
+  for (Algorithm a :
+       {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree}) {
     auto errors = run_some(3, {0, 1, 2}, short_timeout(), [&](Communicator& comm) {
       std::vector<float> v(1000 + comm.rank(), 1.0f);
       comm.allreduce(view(v), {.algorithm = a});
@@ -127,8 +127,10 @@ TEST(Faults, WorkWaitTimesOutThenCompletesWhenThePeerArrives) {
 TEST(Faults, ReceiveOfTheWrongSizeFailsWithBothSizes) {
   auto errors = run_some(2, {0, 1}, short_timeout(), [](Communicator& comm) {
     std::vector<double> v(comm.rank() == 0 ? 4 : 5);
-    if (comm.rank() == 0) comm.send(cview(v), 1, 3);
-    else comm.recv(view(v), 0, 3);
+    if (comm.rank() == 0)
+      comm.send(cview(v), 1, 3);
+    else
+      comm.recv(view(v), 0, 3);
   });
   EXPECT_NE(errors[1].find("expected 40 bytes but the message has 32"), std::string::npos)
       << errors[1];

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <map>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <mutex>
 
 #include "bench_report.h"
@@ -30,8 +30,8 @@ using comm::Communicator;
 using comm::ConstBuffer;
 using comm::DType;
 
-const std::vector<std::string> kOps = {"allreduce", "broadcast", "allgather",
-                                       "reduce_scatter", "alltoall", "sendrecv"};
+const std::vector<std::string> kOps = {"allreduce",      "broadcast", "allgather",
+                                       "reduce_scatter", "alltoall",  "sendrecv"};
 
 struct BenchOptions {
   std::string op;
@@ -122,10 +122,14 @@ Case make_case(Communicator& comm, const Plan& plan, std::size_t bytes, Algorith
   const std::size_t es = comm::dtype_size(plan.dtype);
   std::size_t count = bytes / es;
   Case c;
-  if (plan.op == "allgather") c.in_count = count / p, c.out_count = c.in_count * p;
-  else if (plan.op == "reduce_scatter") c.out_count = count / p, c.in_count = c.out_count * p;
-  else if (plan.op == "alltoall") c.in_count = c.out_count = count / p * p;
-  else c.in_count = c.out_count = count;
+  if (plan.op == "allgather")
+    c.in_count = count / p, c.out_count = c.in_count * p;
+  else if (plan.op == "reduce_scatter")
+    c.out_count = count / p, c.in_count = c.out_count * p;
+  else if (plan.op == "alltoall")
+    c.in_count = c.out_count = count / p * p;
+  else
+    c.in_count = c.out_count = count;
   c.in.assign(c.in_count * es + 1, std::byte{0});
   c.out.assign(c.out_count * es + 1, std::byte{0});
   ConstBuffer in{c.in.data(), c.in_count, plan.dtype};
@@ -134,11 +138,14 @@ Case make_case(Communicator& comm, const Plan& plan, std::size_t bytes, Algorith
   const std::string& op = plan.op;
   if (op == "allreduce")
     c.call = [&comm, inout, algo] { comm.allreduce(inout, {.algorithm = algo}); };
-  else if (op == "broadcast") c.call = [&comm, inout, algo] { comm.broadcast(inout, 0, algo); };
-  else if (op == "allgather") c.call = [&comm, in, out, algo] { comm.allgather(in, out, algo); };
+  else if (op == "broadcast")
+    c.call = [&comm, inout, algo] { comm.broadcast(inout, 0, algo); };
+  else if (op == "allgather")
+    c.call = [&comm, in, out, algo] { comm.allgather(in, out, algo); };
   else if (op == "reduce_scatter")
     c.call = [&comm, in, out, algo] { comm.reduce_scatter(in, out, comm::ReduceOp::sum, algo); };
-  else if (op == "alltoall") c.call = [&comm, in, out, algo] { comm.alltoall(in, out, algo); };
+  else if (op == "alltoall")
+    c.call = [&comm, in, out, algo] { comm.alltoall(in, out, algo); };
   else
     c.call = [&comm, in, out] {  // each rank sends to its right and receives from its left
       const int r = comm.rank(), n = comm.size();
@@ -160,9 +167,9 @@ double time_calls(Communicator& comm, const std::function<void()>& call, int ite
   return t;
 }
 
-using Baseline = std::function<std::optional<double>(const std::string& op, const void* in, void* out,
-                                      std::size_t in_count, std::size_t out_count, DType dtype,
-                                      int iters)>;
+using Baseline = std::function<std::optional<double>(
+    const std::string& op, const void* in, void* out, std::size_t in_count, std::size_t out_count,
+    DType dtype, int iters)>;
 
 std::vector<BenchRow> run_bench(Communicator& comm, const Plan& plan, const Baseline& baseline,
                                 bool progress) {
@@ -177,18 +184,18 @@ std::vector<BenchRow> run_bench(Communicator& comm, const Plan& plan, const Base
       Case c = make_case(comm, plan, bytes, plan.algos[ai]);
       // Warm up, and from the warm-up's time choose enough calls for ~50 ms a repetition.
       double per_call = time_calls(comm, c.call, std::max(plan.warmup, 1));
-      const int iters = plan.iters > 0 ? plan.iters
-                                       : static_cast<int>(std::clamp(0.05 / per_call, 3.0, 2000.0));
+      const int iters =
+          plan.iters > 0 ? plan.iters : static_cast<int>(std::clamp(0.05 / per_call, 3.0, 2000.0));
       std::vector<double> ours, theirs;
       for (int rep = 0; rep < plan.reps; ++rep) {  // interleaved, so both see the same noise
         ours.push_back(time_calls(comm, c.call, iters));
         if (!baseline) continue;
-        auto t = baseline(plan.op, c.in.data(), c.out.data(), c.in_count, c.out_count,
-                          plan.dtype, iters);
+        auto t = baseline(plan.op, c.in.data(), c.out.data(), c.in_count, c.out_count, plan.dtype,
+                          iters);
         if (t) theirs.push_back(*t);
       }
-      BenchRow row{plan.op, plan.engine, plan.algo_names[ai], bytes, comm.size(),
-                   median(ours) * 1e6, std::nullopt};
+      BenchRow row{plan.op,     plan.engine,        plan.algo_names[ai], bytes,
+                   comm.size(), median(ours) * 1e6, std::nullopt};
       if (!theirs.empty()) row.baseline_time_us = median(theirs) * 1e6;
       rows.push_back(row);
     }
@@ -200,9 +207,9 @@ std::vector<BenchRow> run_bench(Communicator& comm, const Plan& plan, const Base
 void report(const std::vector<BenchRow>& rows, const BenchOptions& o, double wall_s) {
   if (o.json) {
     for (const auto& r : rows) std::cout << to_json(r).dump() << "\n";
-    std::cout << nlohmann::json{{"event", "done"},  {"op", o.op},      {"engine", o.engine},
-                                {"np", rows.empty() ? 0 : rows[0].np}, {"rows", rows.size()},
-                                {"wall_s", wall_s}}
+    std::cout << nlohmann::json{{"event", "done"},     {"op", o.op},
+                                {"engine", o.engine},  {"np", rows.empty() ? 0 : rows[0].np},
+                                {"rows", rows.size()}, {"wall_s", wall_s}}
                      .dump()
               << std::endl;
   } else {
@@ -216,9 +223,10 @@ void report(const std::vector<BenchRow>& rows, const BenchOptions& o, double wal
 std::map<std::size_t, double> mpi_baseline_job(const BenchOptions& o, int np) {
   std::map<std::size_t, double> by_size;
   std::string self = std::filesystem::read_symlink("/proc/self/exe");
-  std::string cmd = cat("'", self, "' bench ", o.op, " --engine mpi --np ", np,
-                        " --algo native --sizes ", o.sizes, " --reps ", o.reps, " --iters ",
-                        o.iters, " --warmup ", o.warmup, " --dtype ", o.dtype, " --json 2>/dev/null");
+  std::string cmd =
+      cat("'", self, "' bench ", o.op, " --engine mpi --np ", np, " --algo native --sizes ",
+          o.sizes, " --reps ", o.reps, " --iters ", o.iters, " --warmup ", o.warmup, " --dtype ",
+          o.dtype, " --json 2>/dev/null");
   FILE* pipe = ::popen(cmd.c_str(), "r");
   if (!pipe) return by_size;
   char line[4096];
@@ -294,8 +302,8 @@ void add_bench_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("op", o->op,
                   "allreduce | broadcast | allgather | reduce_scatter | alltoall | sendrecv")
       ->required();
-  auto* np = sub->add_option("--np", o->np,
-                             "Ranks (relaunches under distml launch; threads for local)");
+  auto* np =
+      sub->add_option("--np", o->np, "Ranks (relaunches under distml launch; threads for local)");
   sub->add_option("--engine", o->engine, "mpi | gloo | local");
   sub->add_option("--algo", o->algos, "Comma list of native, ring, hd, tree, pairwise, auto");
   sub->add_option("--sizes", o->sizes, "Comma list of byte sizes (K, M, G suffixes)");

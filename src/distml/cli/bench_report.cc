@@ -64,7 +64,8 @@ std::string format_table(const std::vector<BenchRow>& rows) {
                   ratio.c_str());
     out += line;
   }
-  out += "ratio = mpi_us / time_us: above 1 means distml is faster than raw MPI on the same buffers\n";
+  out +=
+      "ratio = mpi_us / time_us: above 1 means distml is faster than raw MPI on the same buffers\n";
   return out;
 }
 

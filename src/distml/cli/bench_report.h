@@ -3,11 +3,10 @@
 // the fraction of data each link must carry, so that it is comparable across world sizes).
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace distml::cli {
 

@@ -93,12 +93,12 @@ int launch_local_processes(const LaunchOptions& o) {
         "distml launch --engine gloo starts ranks on this machine only; for several hosts use "
         "--engine mpi (mpirun places the processes)");
   if (::pipe(signal_pipe) != 0) throw Error("distml launch: pipe failed");
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
 
-  const std::string port = std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT")
-                                                      : std::to_string(free_port());
+  const std::string port =
+      std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : std::to_string(free_port());
   std::vector<Child> children(o.np);
   for (int r = 0; r < o.np; ++r) {
     int out[2], err[2];
@@ -229,8 +229,9 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
   }
   if (slots == 0 || o.np > slots)
     argv.insert(argv.end(), {"--oversubscribe", "--mca", "mpi_yield_when_idle", "1"});
-  if (as_root) argv.insert(argv.end(), {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x",
-                                        "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
+  if (as_root)
+    argv.insert(argv.end(),
+                {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
   argv.insert(argv.end(), {"-x", kLaunchedVar, "-x", kEngineVar});
   for (const char* var : {"MASTER_ADDR", "MASTER_PORT"})
     if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});

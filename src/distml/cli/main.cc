@@ -9,8 +9,9 @@
 #include "launch.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"distml: distributed machine learning in C++ (classical ML, deep learning, deep "
-               "reinforcement learning) over MPI, Gloo or in-process ranks."};
+  CLI::App app{
+      "distml: distributed machine learning in C++ (classical ML, deep learning, deep "
+      "reinforcement learning) over MPI, Gloo or in-process ranks."};
   app.set_version_flag("--version", distml::kVersion);
   app.require_subcommand(1);
   distml::cli::add_launch_command(app);

@@ -63,12 +63,16 @@ std::optional<double> time_raw_mpi_collective(const std::string& op, const void*
   double t0 = MPI_Wtime();
   for (int i = 0; i < iters; ++i) {
     int rc = MPI_SUCCESS;
-    if (op == "allreduce") rc = MPI_Allreduce(MPI_IN_PLACE, mut_in, n, type, MPI_SUM, world);
-    else if (op == "broadcast") rc = MPI_Bcast(mut_in, n, type, 0, world);
-    else if (op == "allgather") rc = MPI_Allgather(in, n, type, out, n, type, world);
+    if (op == "allreduce")
+      rc = MPI_Allreduce(MPI_IN_PLACE, mut_in, n, type, MPI_SUM, world);
+    else if (op == "broadcast")
+      rc = MPI_Bcast(mut_in, n, type, 0, world);
+    else if (op == "allgather")
+      rc = MPI_Allgather(in, n, type, out, n, type, world);
     else if (op == "reduce_scatter")
       rc = MPI_Reduce_scatter_block(in, out, m, type, MPI_SUM, world);
-    else if (op == "alltoall") rc = MPI_Alltoall(in, n / size, type, out, n / size, type, world);
+    else if (op == "alltoall")
+      rc = MPI_Alltoall(in, n / size, type, out, n / size, type, world);
     else if (op == "sendrecv")
       rc = MPI_Sendrecv(in, n, type, (rank + 1) % size, 0, out, m, type, (rank + size - 1) % size,
                         0, world, MPI_STATUS_IGNORE);

@@ -22,7 +22,13 @@ namespace {
 constexpr int kHelloTag = 30001, kVerdictTag = 30002, kDiagnoseTag = 30003;
 
 enum class Kind : std::uint8_t {
-  allreduce, broadcast, allgather, allgatherv, reduce_scatter, alltoall, barrier
+  allreduce,
+  broadcast,
+  allgather,
+  allgatherv,
+  reduce_scatter,
+  alltoall,
+  barrier
 };
 constexpr const char* kKindNames[] = {"allreduce",      "broadcast", "allgather", "allgatherv",
                                       "reduce_scatter", "alltoall",  "barrier"};
@@ -137,8 +143,7 @@ void Communicator::exchange_fingerprint() {
   hellos[0] = mine;
   std::vector<RequestPtr> recvs(p);
   for (int src = 1; src < p; ++src)
-    recvs[src] =
-        engine_->irecv(Channel::collective, &hellos[src], sizeof(Hello), src, kHelloTag);
+    recvs[src] = engine_->irecv(Channel::collective, &hellos[src], sizeof(Hello), src, kHelloTag);
   auto deadline = Deadline::after(options_.timeout);
   std::vector<int> missing;
   for (int src = 1; src < p; ++src)
@@ -152,8 +157,7 @@ void Communicator::exchange_fingerprint() {
                   static_cast<long long>(options_.timeout.count()), list.c_str());
   } else if (auto diff = compare_hellos(hellos); !diff.empty()) {
     verdict.status = 1;
-    std::snprintf(verdict.message, sizeof verdict.message, "start-up handshake: %s",
-                  diff.c_str());
+    std::snprintf(verdict.message, sizeof verdict.message, "start-up handshake: %s", diff.c_str());
   }
   std::vector<RequestPtr> sends;
   for (int dst = 1; dst < p; ++dst)
@@ -209,8 +213,8 @@ namespace {
 
 void check_dtypes(ConstBuffer in, Buffer out, const char* what) {
   if (in.dtype != out.dtype)
-    throw UsageError(cat(what, ": input is ", dtype_name(in.dtype), " but output is ",
-                         dtype_name(out.dtype)));
+    throw UsageError(
+        cat(what, ": input is ", dtype_name(in.dtype), " but output is ", dtype_name(out.dtype)));
 }
 
 void check_count(std::size_t got, std::size_t want, const char* what, const char* which) {
@@ -231,8 +235,8 @@ Algorithm resolve(Kind kind, Algorithm a) {
   }
   if (a == Algorithm::automatic) return Algorithm::native;
   if (a == Algorithm::native || a == p2p) return a;
-  throw UsageError(cat(kKindNames[static_cast<int>(kind)], " has no algorithm '",
-                       algorithm_name(a), "' (valid: native, ",
+  throw UsageError(cat(kKindNames[static_cast<int>(kind)], " has no algorithm '", algorithm_name(a),
+                       "' (valid: native, ",
                        p2p == Algorithm::native ? "" : cat(algorithm_name(p2p), ", "), "auto)"));
 }
 
@@ -262,7 +266,8 @@ void Communicator::check_agreement(const Op& op, Deadline deadline) {
 void Communicator::execute(Op& op) {
   const Deadline deadline = Deadline::after(options_.timeout);
   if (options_.check_collectives) check_agreement(op, deadline);
-  AlgoContext ctx(*engine_, deadline, [&op] { return op.name(); }, tls_scratch);
+  AlgoContext ctx(
+      *engine_, deadline, [&op] { return op.name(); }, tls_scratch);
   const std::size_t es = dtype_size(op.out.dtype);
   auto* out = static_cast<std::byte*>(op.out.data);
   switch (op.kind) {
@@ -336,8 +341,9 @@ void Communicator::run(Op& op) {
   try {
     execute(op);
   } catch (const TimeoutError& e) {
-    std::string msg = cat(e.what(), " on rank ", rank(), " after ", options_.timeout.count(),
-                          " ms; ", diagnose_missing(*engine_, op.seq, kDiagnoseTag, options_.diagnose_grace));
+    std::string msg =
+        cat(e.what(), " on rank ", rank(), " after ", options_.timeout.count(), " ms; ",
+            diagnose_missing(*engine_, op.seq, kDiagnoseTag, options_.diagnose_grace));
     mark_broken(msg);
     throw TimeoutError(msg);
   } catch (const CommError& e) {
@@ -424,8 +430,8 @@ Communicator::Op Communicator::alltoall_op(ConstBuffer in, Buffer out, Algorithm
   check_dtypes(in, out, "alltoall");
   check_count(out.count, in.count, "alltoall", "output");
   if (in.count % size() != 0)
-    throw UsageError(cat("alltoall: ", in.count, " elements do not split into ", size(),
-                         " equal blocks"));
+    throw UsageError(
+        cat("alltoall: ", in.count, " elements do not split into ", size(), " equal blocks"));
   Op op{Kind::alltoall, in, out};
   op.algorithm = resolve(Kind::alltoall, a);
   return op;
@@ -492,8 +498,8 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
     if (all[2 * r] == color) group.members.push_back(r);
   std::stable_sort(group.members.begin(), group.members.end(),
                    [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
-  group.new_rank = static_cast<int>(
-      std::find(group.members.begin(), group.members.end(), rank()) - group.members.begin());
+  group.new_rank = static_cast<int>(std::find(group.members.begin(), group.members.end(), rank()) -
+                                    group.members.begin());
   auto engine = engine_->split(group, Deadline::after(options_.timeout));
   if (color < 0) return nullptr;
   return std::make_unique<Communicator>(std::move(engine), options_);

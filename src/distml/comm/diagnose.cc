@@ -10,7 +10,8 @@ std::string diagnose_missing(Engine& engine, std::uint64_t seq, int tag, Millis 
   std::vector<RequestPtr> sends, recvs(p);
   for (int peer = 0; peer < p; ++peer) {
     if (peer == r) continue;
-    recvs[peer] = engine.irecv(Channel::collective, &theirs[peer], sizeof(std::uint64_t), peer, tag);
+    recvs[peer] =
+        engine.irecv(Channel::collective, &theirs[peer], sizeof(std::uint64_t), peer, tag);
     sends.push_back(engine.isend(Channel::collective, &seq, sizeof seq, peer, tag));
   }
   const auto deadline = Deadline::after(grace);

@@ -18,11 +18,14 @@ void check_engine_name(std::string_view name) {
 std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOptions& options) {
   check_engine_name(where.engine);
   std::unique_ptr<Engine> engine;
-  if (where.engine == "mpi") engine = mpi::connect_engine(options.timeout);
-  else if (where.engine == "gloo") engine = gloo::connect_engine(where.file_store, options.timeout);
+  if (where.engine == "mpi")
+    engine = mpi::connect_engine(options.timeout);
+  else if (where.engine == "gloo")
+    engine = gloo::connect_engine(where.file_store, options.timeout);
   else
-    throw UsageError("engine 'local' runs ranks as threads of one process; it has no process "
-                     "rendezvous (use comm::local::run_ranks)");
+    throw UsageError(
+        "engine 'local' runs ranks as threads of one process; it has no process "
+        "rendezvous (use comm::local::run_ranks)");
   return std::make_unique<Communicator>(std::move(engine), options);
 }
 

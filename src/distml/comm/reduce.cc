@@ -54,7 +54,8 @@ void divide_native(T* data, std::size_t n, int divisor) {
 
 template <float (*ToF32)(std::uint16_t), std::uint16_t (*FromF32)(float)>
 void divide_half(std::uint16_t* data, std::size_t n, int divisor) {
-  for (std::size_t i = 0; i < n; ++i) data[i] = FromF32(ToF32(data[i]) / static_cast<float>(divisor));
+  for (std::size_t i = 0; i < n; ++i)
+    data[i] = FromF32(ToF32(data[i]) / static_cast<float>(divisor));
 }
 
 }  // namespace

@@ -11,8 +11,8 @@
 namespace distml::comm {
 
 enum class DType : std::uint8_t { f32, f64, f16, bf16, i32, i64, u8 };
-inline constexpr DType kAllDTypes[] = {DType::f32,  DType::f64, DType::f16, DType::bf16,
-                                       DType::i32,  DType::i64, DType::u8};
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                       DType::i32, DType::i64, DType::u8};
 
 /// Bytes per element.
 std::size_t dtype_size(DType t);
@@ -47,11 +47,26 @@ struct ConstBuffer {
 
 template <class T>
 constexpr DType dtype_of();
-template <> constexpr DType dtype_of<float>() { return DType::f32; }
-template <> constexpr DType dtype_of<double>() { return DType::f64; }
-template <> constexpr DType dtype_of<std::int32_t>() { return DType::i32; }
-template <> constexpr DType dtype_of<std::int64_t>() { return DType::i64; }
-template <> constexpr DType dtype_of<std::uint8_t>() { return DType::u8; }
+template <>
+constexpr DType dtype_of<float>() {
+  return DType::f32;
+}
+template <>
+constexpr DType dtype_of<double>() {
+  return DType::f64;
+}
+template <>
+constexpr DType dtype_of<std::int32_t>() {
+  return DType::i32;
+}
+template <>
+constexpr DType dtype_of<std::int64_t>() {
+  return DType::i64;
+}
+template <>
+constexpr DType dtype_of<std::uint8_t>() {
+  return DType::u8;
+}
 
 /// Views over contiguous containers of a C++ element type: `view(vec)`.
 template <class C>

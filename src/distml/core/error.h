@@ -77,23 +77,22 @@ std::string cat(const Parts&... parts) {
 
 }  // namespace distml
 
-#define DML_CHECK(cond, ...)                                                             \
-  do {                                                                                   \
-    if (!(cond))                                                                         \
-      ::distml::detail::fail_check(__FILE__, __LINE__,                                   \
+#define DML_CHECK(cond, ...)                                                                \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
+      ::distml::detail::fail_check(__FILE__, __LINE__,                                      \
                                    ::distml::cat("check failed: " #cond " ", __VA_ARGS__)); \
   } while (0)
 
-#define DML_CHECK_OP(a, op, b, ...)                                                         \
-  do {                                                                                      \
-    const auto& dml_a_ = (a);                                                               \
-    const auto& dml_b_ = (b);                                                               \
-    if (!(dml_a_ op dml_b_))                                                                \
-      ::distml::detail::fail_check(                                                         \
-          __FILE__, __LINE__,                                                               \
-          ::distml::cat("check failed: ",                                                   \
-                        ::distml::detail::describe_pair(#a, #b, dml_a_, dml_b_), " ",       \
-                        __VA_ARGS__));                                                      \
+#define DML_CHECK_OP(a, op, b, ...)                                                                \
+  do {                                                                                             \
+    const auto& dml_a_ = (a);                                                                      \
+    const auto& dml_b_ = (b);                                                                      \
+    if (!(dml_a_ op dml_b_))                                                                       \
+      ::distml::detail::fail_check(                                                                \
+          __FILE__, __LINE__,                                                                      \
+          ::distml::cat("check failed: ", ::distml::detail::describe_pair(#a, #b, dml_a_, dml_b_), \
+                        " ", __VA_ARGS__));                                                        \
   } while (0)
 
 #define DML_CHECK_EQ(a, b, ...) DML_CHECK_OP(a, ==, b, __VA_ARGS__)

@@ -9,8 +9,8 @@ namespace distml {
 
 std::uint64_t parse_bytes(std::string_view text, std::string_view what) {
   auto bad = [&] {
-    return UsageError(cat(what, ": '", text,
-                          "' is not a byte count (expected e.g. 4, 1K, 64K, 16M, 1G)"));
+    return UsageError(
+        cat(what, ": '", text, "' is not a byte count (expected e.g. 4, 1K, 64K, 16M, 1G)"));
   };
   if (text.empty()) throw bad();
   std::uint64_t value = 0;

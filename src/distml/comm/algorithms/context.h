@@ -20,7 +20,8 @@ class AlgoContext {
               std::vector<std::byte>& scratch)
       : engine_(engine), deadline_(deadline), what_(std::move(what)), scratch_(scratch) {}
   AlgoContext(Engine& engine, Deadline deadline, std::string what, std::vector<std::byte>& scratch)
-      : AlgoContext(engine, deadline, [w = std::move(what)] { return w; }, scratch) {}
+      : AlgoContext(
+            engine, deadline, [w = std::move(what)] { return w; }, scratch) {}
 
   int rank() const { return engine_.rank(); }
   int size() const { return engine_.size(); }

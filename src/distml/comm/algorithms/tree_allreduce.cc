@@ -38,7 +38,8 @@ void tree_broadcast(AlgoContext& ctx, Buffer data, int root) {
   }
   std::vector<RequestPtr> sends;
   for (mask >>= 1; mask > 0; mask >>= 1)
-    if (vr + mask < p) sends.push_back(ctx.isend(data.data, data.bytes(), (vr + mask + root) % p, 1));
+    if (vr + mask < p)
+      sends.push_back(ctx.isend(data.data, data.bytes(), (vr + mask + root) % p, 1));
   ctx.wait_all(sends);
 }
 

@@ -114,23 +114,41 @@ void Group::arrive_and_wait(int rank, Deadline deadline, const char* what) {
   }
 }
 
-RequestPtr LocalEngine::isend(Channel ch, const void* data, std::size_t bytes, int dst, int tag) {
+namespace {
+
+std::shared_ptr<Transfer> make_transfer(int src, int dst, int tag, std::size_t bytes) {
   auto t = std::make_shared<Transfer>();
-  t->send_data = data;
-  t->bytes = bytes;
-  t->src = rank_;
+  t->src = src;
   t->dst = dst;
   t->tag = tag;
+  t->bytes = bytes;
+  return t;
+}
+
+// Removes and returns the oldest posted transfer from `src` with `tag`, or null.
+std::shared_ptr<Transfer> take_match(std::list<std::shared_ptr<Transfer>>& posted, int src,
+                                     int tag) {
+  auto it = std::find_if(posted.begin(), posted.end(),
+                         [&](auto& t) { return t->src == src && t->tag == tag; });
+  if (it == posted.end()) return nullptr;
+  auto t = *it;
+  posted.erase(it);
+  return t;
+}
+
+}  // namespace
+
+RequestPtr LocalEngine::isend(Channel ch, const void* data, std::size_t bytes, int dst, int tag) {
+  auto t = make_transfer(rank_, dst, tag, bytes);
+  t->send_data = data;
   Mailbox& box = group_->mailboxes[dst * 2 + static_cast<int>(ch)];
   std::lock_guard lock(box.mutex);
-  auto it = std::find_if(box.recvs.begin(), box.recvs.end(),
-                         [&](auto& r) { return r->src == rank_ && r->tag == tag; });
-  if (it != box.recvs.end()) {
-    complete(*t, **it);
-    box.recvs.erase(it);
+  if (auto recv = take_match(box.recvs, rank_, tag)) {
+    complete(*t, *recv);
   } else {
     if (bytes <= kEagerBytes) {
-      t->eager.assign(static_cast<const std::byte*>(data), static_cast<const std::byte*>(data) + bytes);
+      auto* p = static_cast<const std::byte*>(data);
+      t->eager.assign(p, p + bytes);
       t->send_data = t->eager.data();
       t->is_eager = true;
       t->finish();
@@ -141,27 +159,18 @@ RequestPtr LocalEngine::isend(Channel ch, const void* data, std::size_t bytes, i
 }
 
 RequestPtr LocalEngine::irecv(Channel ch, void* data, std::size_t bytes, int src, int tag) {
-  auto t = std::make_shared<Transfer>();
+  auto t = make_transfer(src, rank_, tag, bytes);
   t->recv_data = data;
-  t->bytes = bytes;
-  t->src = src;
-  t->dst = rank_;
-  t->tag = tag;
   Mailbox& box = group_->mailboxes[rank_ * 2 + static_cast<int>(ch)];
   std::lock_guard lock(box.mutex);
-  auto it = std::find_if(box.sends.begin(), box.sends.end(),
-                         [&](auto& s) { return s->src == src && s->tag == tag; });
-  if (it != box.sends.end()) {
-    complete(**it, *t);
-    box.sends.erase(it);
-  } else {
+  if (auto send = take_match(box.sends, src, tag))
+    complete(*send, *t);
+  else
     box.recvs.push_back(t);
-  }
   return std::make_unique<LocalRequest>(t, box, false);
 }
 
-const std::vector<Slot>& LocalEngine::enter(const Slot& mine, Deadline deadline,
-                                            const char* what) {
+const std::vector<Slot>& LocalEngine::enter(const Slot& mine, Deadline deadline, const char* what) {
   {
     std::lock_guard lock(group_->mutex);
     group_->slots[rank_] = mine;
@@ -170,9 +179,12 @@ const std::vector<Slot>& LocalEngine::enter(const Slot& mine, Deadline deadline,
   for (int r = 0; r < size(); ++r) {
     const Slot& s = group_->slots[r];
     std::string diff;
-    if (s.kind != mine.kind) diff = cat("rank ", r, " called ", kSlotNames[s.kind]);
-    else if (s.dtype != mine.dtype) diff = cat("rank ", r, " passed dtype ", dtype_name(s.dtype));
-    else if (s.op != mine.op) diff = cat("rank ", r, " passed a different reduce op");
+    if (s.kind != mine.kind)
+      diff = cat("rank ", r, " called ", kSlotNames[s.kind]);
+    else if (s.dtype != mine.dtype)
+      diff = cat("rank ", r, " passed dtype ", dtype_name(s.dtype));
+    else if (s.op != mine.op)
+      diff = cat("rank ", r, " passed a different reduce op");
     else if (s.kind != kAllgatherv && s.count != mine.count)
       diff = cat("rank ", r, " passed ", s.count, " elements");
     else if (s.kind == kBroadcast && s.extra != mine.extra)
@@ -191,14 +203,17 @@ void LocalEngine::leave(Deadline deadline, const char* what) {
 // Rank r reduces block r from every peer into its own buffer, then copies the finished
 // blocks of the others: each block is reduced once, in one order, so all ranks agree bitwise.
 void LocalEngine::allreduce(Buffer data, ReduceOp op, Deadline deadline) {
-  const auto& slots = enter({data.data, data.data, data.count, 0, data.dtype, kAllreduce,
-                             static_cast<int>(op)},
-                            deadline, "allreduce");
+  const auto& slots =
+      enter({data.data, data.data, data.count, 0, data.dtype, kAllreduce, static_cast<int>(op)},
+            deadline, "allreduce");
   const std::size_t es = dtype_size(data.dtype);
-  auto at = [&](const Slot& s, BlockRange b) { return static_cast<std::byte*>(s.out) + b.begin * es; };
+  auto at = [&](const Slot& s, BlockRange b) {
+    return static_cast<std::byte*>(s.out) + b.begin * es;
+  };
   const BlockRange mine{block_range(data.count, size(), rank_)};
   for (int q = 0; q < size(); ++q)
-    if (q != rank_) reduce_into(at(slots[rank_], mine), at(slots[q], mine), mine.size(), data.dtype, op);
+    if (q != rank_)
+      reduce_into(at(slots[rank_], mine), at(slots[q], mine), mine.size(), data.dtype, op);
   leave(deadline, "allreduce");
   for (int q = 0; q < size(); ++q) {
     if (q == rank_) continue;
@@ -209,9 +224,9 @@ void LocalEngine::allreduce(Buffer data, ReduceOp op, Deadline deadline) {
 }
 
 void LocalEngine::broadcast(Buffer data, int root, Deadline deadline) {
-  const auto& slots = enter({data.data, data.data, data.count, static_cast<std::size_t>(root),
-                             data.dtype, kBroadcast, 0},
-                            deadline, "broadcast");
+  const auto& slots = enter(
+      {data.data, data.data, data.count, static_cast<std::size_t>(root), data.dtype, kBroadcast, 0},
+      deadline, "broadcast");
   if (rank_ != root && data.count) std::memcpy(data.data, slots[root].in, data.bytes());
   leave(deadline, "broadcast");
 }
@@ -233,19 +248,19 @@ void LocalEngine::allgatherv(ConstBuffer in, Buffer out, std::span<const std::si
   std::size_t offset = 0;
   for (int q = 0; q < size(); ++q) {
     if (slots[q].count != counts[q])
-      throw CommError(cat("allgatherv: rank ", q, " passed ", slots[q].count,
-                          " elements but rank ", rank_, " expects ", counts[q], " from it"));
-    if (counts[q]) std::memcpy(static_cast<std::byte*>(out.data) + offset * es, slots[q].in,
-                               counts[q] * es);
+      throw CommError(cat("allgatherv: rank ", q, " passed ", slots[q].count, " elements but rank ",
+                          rank_, " expects ", counts[q], " from it"));
+    if (counts[q])
+      std::memcpy(static_cast<std::byte*>(out.data) + offset * es, slots[q].in, counts[q] * es);
     offset += counts[q];
   }
   leave(deadline, "allgatherv");
 }
 
 void LocalEngine::reduce_scatter(ConstBuffer in, Buffer out, ReduceOp op, Deadline deadline) {
-  const auto& slots = enter({in.data, out.data, out.count, 0, in.dtype, kReduceScatter,
-                             static_cast<int>(op)},
-                            deadline, "reduce_scatter");
+  const auto& slots =
+      enter({in.data, out.data, out.count, 0, in.dtype, kReduceScatter, static_cast<int>(op)},
+            deadline, "reduce_scatter");
   const std::size_t block = out.bytes();
   if (block) {
     auto src = [&](int q) { return static_cast<const std::byte*>(slots[q].in) + rank_ * block; };
@@ -266,7 +281,9 @@ void LocalEngine::alltoall(ConstBuffer in, Buffer out, Deadline deadline) {
   leave(deadline, "alltoall");
 }
 
-void LocalEngine::barrier(Deadline deadline) { group_->arrive_and_wait(rank_, deadline, "barrier"); }
+void LocalEngine::barrier(Deadline deadline) {
+  group_->arrive_and_wait(rank_, deadline, "barrier");
+}
 
 std::unique_ptr<Engine> LocalEngine::split(const SplitGroup& g, Deadline deadline) {
   std::shared_ptr<Group> child;

@@ -19,8 +19,7 @@ std::unique_ptr<Communicator> LocalWorld::connect(int rank, const CommOptions& o
   return std::make_unique<Communicator>(std::make_unique<LocalEngine>(group_, rank), options);
 }
 
-void run_ranks(int size, const CommOptions& options,
-               const std::function<void(Communicator&)>& fn) {
+void run_ranks(int size, const CommOptions& options, const std::function<void(Communicator&)>& fn) {
   LocalWorld world(size);
   std::vector<std::exception_ptr> errors(size);
   std::vector<std::thread> threads;

@@ -5,11 +5,11 @@
 #include <numeric>
 #include <vector>
 
+#include "distml/comm/diagnose.h"
 #include "distml/comm/mpi/mpi_request.h"
 #include "distml/comm/mpi/mpi_runtime.h"
 #include "distml/comm/mpi/mpi_types.h"
 #include "distml/comm/mpi/mpi_watchdog.h"
-#include "distml/comm/diagnose.h"
 #include "distml/core/error.h"
 
 namespace distml::comm::mpi {
