@@ -16,6 +16,11 @@ TEST(AutoPolicy, OneRankNeverCommunicates) {
     EXPECT_EQ(auto_allreduce_algorithm(engine, 1, 64u << 20), Algorithm::native);
 }
 
+TEST(AutoPolicy, GlooUsesTheTreeUpTo16MiB) {
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 16u << 20), Algorithm::tree);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 64u << 20), Algorithm::native);
+}
+
 TEST(AutoPolicy, LocalUsesTheTreeForSmallMessages) {
   EXPECT_EQ(auto_allreduce_algorithm("local", 4, 1024), Algorithm::tree);
   EXPECT_EQ(auto_allreduce_algorithm("local", 4, 1u << 20), Algorithm::native);

@@ -3,8 +3,8 @@
 #include <mpi.h>
 
 #include <cstdlib>
-#include <vector>
 
+#include "distml/comm/mpi/mpi_connect.h"
 #include "distml/core/error.h"
 
 namespace distml::cli {
@@ -16,20 +16,6 @@ void check(int rc, const char* what) {
   int len = 0;
   MPI_Error_string(rc, text, &len);
   throw CommError(cat("baseline ", what, " failed: ", std::string(text, len)));
-}
-
-// Initialises MPI unless the mpi engine already has; finalises at exit only what it started.
-void ensure_mpi() {
-  int initialised = 0;
-  MPI_Initialized(&initialised);
-  if (initialised) return;
-  int provided = 0;
-  check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
-  std::atexit([] {
-    int finalised = 0;
-    MPI_Finalized(&finalised);
-    if (!finalised) MPI_Finalize();
-  });
 }
 
 MPI_Datatype mpi_type(comm::DType t) {
@@ -50,7 +36,7 @@ bool mpi_baseline_available() { return std::getenv("OMPI_COMM_WORLD_SIZE") != nu
 std::optional<double> time_raw_mpi_collective(const std::string& op, const void* in, void* out,
                                               std::size_t in_count, std::size_t out_count,
                                               comm::DType dtype, int iters) {
-  ensure_mpi();
+  comm::mpi::initialise(comm::Millis(300'000));
   MPI_Datatype type = mpi_type(dtype);
   if (type == MPI_DATATYPE_NULL) return std::nullopt;
   MPI_Comm world = MPI_COMM_WORLD;

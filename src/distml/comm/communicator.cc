@@ -11,15 +11,15 @@
 #include "distml/comm/collective_queue.h"
 #include "distml/comm/diagnose.h"
 #include "distml/comm/engine.h"
+#include "distml/comm/handshake.h"
 #include "distml/comm/reduce.h"
-#include "distml/core/version.h"
 
 namespace distml::comm {
 namespace {
 
 // Tags of the communicator's own protocol on the collective channel, far above the few
 // hundred that algorithms use.
-constexpr int kHelloTag = 30001, kVerdictTag = 30002, kDiagnoseTag = 30003;
+constexpr int kDiagnoseTag = 30003;  // the handshake uses 30001 and 30002
 
 enum class Kind : std::uint8_t {
   allreduce,
@@ -59,13 +59,13 @@ struct Communicator::Op {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Construction and the start-up handshake.
+// Construction.
 
 Communicator::Communicator(std::unique_ptr<Engine> engine, CommOptions options)
     : engine_(std::move(engine)), options_(options), queue_(std::make_unique<CollectiveQueue>()) {
   DML_CHECK(engine_ != nullptr, "communicator needs an engine");
   if (options_.timeout.count() <= 0) throw UsageError("communicator timeout must be positive");
-  exchange_fingerprint();
+  exchange_fingerprint(*engine_, options_);
 }
 
 Communicator::~Communicator() = default;
@@ -73,102 +73,6 @@ Communicator::~Communicator() = default;
 int Communicator::rank() const { return engine_->rank(); }
 int Communicator::size() const { return engine_->size(); }
 std::string_view Communicator::engine_name() const { return engine_->name(); }
-
-namespace {
-
-struct Hello {
-  char version[16] = {};
-  char engine[16] = {};
-  std::int32_t world_size = 0;
-  std::int32_t rank = 0;
-  std::uint64_t fingerprint = 0;
-};
-
-struct Verdict {
-  std::int32_t status = 0;  // 0 ok, 1 mismatch, 2 ranks missing
-  char message[1000] = {};
-};
-
-Hello make_hello(const Engine& engine, std::uint64_t fingerprint) {
-  Hello h;
-  std::strncpy(h.version, kVersion, sizeof h.version - 1);
-  std::strncpy(h.engine, std::string(engine.name()).c_str(), sizeof h.engine - 1);
-  h.world_size = engine.size();
-  h.rank = engine.rank();
-  h.fingerprint = fingerprint;
-  return h;
-}
-
-std::string compare_hellos(const std::vector<Hello>& hellos) {
-  const Hello& a = hellos[0];
-  for (const Hello& b : hellos) {
-    if (std::strcmp(a.version, b.version) != 0)
-      return cat("distml version differs: rank 0 runs ", a.version, ", rank ", b.rank, " runs ",
-                 b.version);
-    if (std::strcmp(a.engine, b.engine) != 0)
-      return cat("engine differs: rank 0 uses ", a.engine, ", rank ", b.rank, " uses ", b.engine);
-    if (a.world_size != b.world_size)
-      return cat("world size differs: rank 0 sees ", a.world_size, ", rank ", b.rank, " sees ",
-                 b.world_size);
-    if (a.fingerprint != b.fingerprint)
-      return cat("fingerprint (config hash) differs: rank 0 has ", std::hex, a.fingerprint,
-                 ", rank ", std::dec, b.rank, " has ", std::hex, b.fingerprint,
-                 " - the ranks run with different configurations");
-  }
-  return {};
-}
-
-}  // namespace
-
-// Rank 0 collects a Hello from every rank within the timeout and answers each with a
-// Verdict; the others wait a little longer than the timeout, so that a rank-0 verdict naming
-// the missing ranks arrives before their own timeout would blame rank 0.
-void Communicator::exchange_fingerprint() {
-  const int p = size(), r = rank();
-  Hello mine = make_hello(*engine_, options_.fingerprint);
-  Verdict verdict;
-  if (r != 0) {
-    auto send = engine_->isend(Channel::collective, &mine, sizeof mine, 0, kHelloTag);
-    auto recv = engine_->irecv(Channel::collective, &verdict, sizeof verdict, 0, kVerdictTag);
-    auto deadline = Deadline::after(options_.timeout + options_.diagnose_grace);
-    if (!recv->wait_until(deadline))
-      throw TimeoutError(cat("start-up handshake on rank ", r, ": rank 0 did not answer within ",
-                             options_.timeout.count(), " ms; ranks that did not arrive: 0"));
-    send->wait_until(deadline);
-    if (verdict.status == 2) throw TimeoutError(verdict.message);
-    if (verdict.status != 0) throw CommError(verdict.message);
-    return;
-  }
-  std::vector<Hello> hellos(p);
-  hellos[0] = mine;
-  std::vector<RequestPtr> recvs(p);
-  for (int src = 1; src < p; ++src)
-    recvs[src] = engine_->irecv(Channel::collective, &hellos[src], sizeof(Hello), src, kHelloTag);
-  auto deadline = Deadline::after(options_.timeout);
-  std::vector<int> missing;
-  for (int src = 1; src < p; ++src)
-    if (!recvs[src]->wait_until(deadline)) missing.push_back(src);
-  if (!missing.empty()) {
-    std::string list;
-    for (int m : missing) list += cat(list.empty() ? "" : ", ", m);
-    verdict.status = 2;
-    std::snprintf(verdict.message, sizeof verdict.message,
-                  "start-up handshake: ranks that did not arrive within %lld ms: %s",
-                  static_cast<long long>(options_.timeout.count()), list.c_str());
-  } else if (auto diff = compare_hellos(hellos); !diff.empty()) {
-    verdict.status = 1;
-    std::snprintf(verdict.message, sizeof verdict.message, "start-up handshake: %s", diff.c_str());
-  }
-  std::vector<RequestPtr> sends;
-  for (int dst = 1; dst < p; ++dst)
-    if (std::find(missing.begin(), missing.end(), dst) == missing.end())
-      sends.push_back(
-          engine_->isend(Channel::collective, &verdict, sizeof verdict, dst, kVerdictTag));
-  auto grace = Deadline::after(options_.diagnose_grace);
-  for (auto& s : sends) s->wait_until(grace);
-  if (verdict.status == 2) throw TimeoutError(verdict.message);
-  if (verdict.status != 0) throw CommError(verdict.message);
-}
 
 void Communicator::check_usable() const {
   std::lock_guard lock(broken_mutex_);

@@ -119,7 +119,6 @@ class Communicator {
   void execute(Op& op);
   void check_agreement(const Op& op, Deadline deadline);
   void mark_broken(const std::string& why);
-  void exchange_fingerprint();
   void check_usable() const;
   void check_peer(int peer, const char* what) const;
   void check_tag(int tag) const;

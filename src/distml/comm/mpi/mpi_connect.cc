@@ -26,6 +26,8 @@ MPI_Comm duplicate_world(Millis timeout) {
 
 }  // namespace
 
+void initialise(Millis timeout) { ensure_initialised(timeout); }
+
 std::unique_ptr<Engine> connect_engine(Millis timeout) {
   return connect_engine(timeout, CountLimits{});
 }

@@ -26,8 +26,12 @@ struct CountLimits {
 ///
 /// MPI is finalised at exit if distml initialised it, unless a failure left operations
 /// pending (see mpi_runtime.h): then MPI_Finalize is skipped, because it would wait for
-/// ranks that may never arrive, and mpirun reports the rank as exiting without finalising.
+/// ranks that may never arrive, and the process exits with code 1 so that mpirun ends the job.
 std::unique_ptr<Engine> connect_engine(Millis timeout);
 std::unique_ptr<Engine> connect_engine(Millis timeout, const CountLimits& limits);
+
+/// Initialises MPI as connect_engine does, for code that calls MPI itself (the benchmark's
+/// raw-MPI baseline). Does nothing when MPI is already running.
+void initialise(Millis timeout);
 
 }  // namespace distml::comm::mpi

@@ -87,9 +87,10 @@ void finalize_at_exit() {
       std::fprintf(stderr,
                    "distml mpi engine: %lld MPI operation(s) still pending at exit after a "
                    "failure; skipping MPI_Finalize, which would wait for ranks that may never "
-                   "arrive (mpirun will report this rank as exiting without finalising)\n",
+                   "arrive, and exiting with code 1 so that mpirun ends the job at once\n",
                    static_cast<long long>(left));
-      return;
+      std::fflush(stdout);
+      std::_Exit(1);
     }
     std::this_thread::sleep_for(Millis(1));
   }

@@ -11,9 +11,9 @@
 //     elsewhere.
 //  4. If every operation has completed, it calls MPI_Finalize. If some are still pending,
 //     a peer may never arrive, and MPI_Finalize (which waits for every rank) could hang: the
-//     handler says so on stderr and returns without it. mpirun then reports the rank as
-//     exiting without finalising and ends the job with a non-zero status - which is right,
-//     since a timeout is a failure.
+//     handler says so on stderr and ends the process with exit code 1 without it, so that
+//     mpirun stops the whole job at once (a rank still in MPI_Finalize would otherwise wait
+//     for the job to notice) - which is right, since a timeout is a failure.
 // MPI_Finalize runs on the exiting thread, not necessarily the helper thread that called
 // MPI_Init_thread; with MPI_THREAD_MULTIPLE Open MPI allows this.
 #pragma once

@@ -1,0 +1,109 @@
+#include "distml/comm/handshake.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "distml/core/version.h"
+
+namespace distml::comm {
+namespace {
+
+constexpr int kHelloTag = 30001, kVerdictTag = 30002;
+
+struct Hello {
+  char version[16] = {};
+  char engine[16] = {};
+  std::int32_t world_size = 0;
+  std::int32_t rank = 0;
+  std::uint64_t fingerprint = 0;
+};
+
+struct Verdict {
+  std::int32_t status = 0;  // 0 ok, 1 mismatch, 2 ranks missing
+  char message[1000] = {};
+};
+
+Hello make_hello(const Engine& engine, std::uint64_t fingerprint) {
+  Hello h;
+  std::strncpy(h.version, kVersion, sizeof h.version - 1);
+  std::strncpy(h.engine, std::string(engine.name()).c_str(), sizeof h.engine - 1);
+  h.world_size = engine.size();
+  h.rank = engine.rank();
+  h.fingerprint = fingerprint;
+  return h;
+}
+
+std::string compare_hellos(const std::vector<Hello>& hellos) {
+  const Hello& a = hellos[0];
+  for (const Hello& b : hellos) {
+    if (std::strcmp(a.version, b.version) != 0)
+      return cat("distml version differs: rank 0 runs ", a.version, ", rank ", b.rank, " runs ",
+                 b.version);
+    if (std::strcmp(a.engine, b.engine) != 0)
+      return cat("engine differs: rank 0 uses ", a.engine, ", rank ", b.rank, " uses ", b.engine);
+    if (a.world_size != b.world_size)
+      return cat("world size differs: rank 0 sees ", a.world_size, ", rank ", b.rank, " sees ",
+                 b.world_size);
+    if (a.fingerprint != b.fingerprint)
+      return cat("fingerprint (config hash) differs: rank 0 has ", std::hex, a.fingerprint,
+                 ", rank ", std::dec, b.rank, " has ", std::hex, b.fingerprint,
+                 " - the ranks run with different configurations");
+  }
+  return {};
+}
+
+}  // namespace
+
+// Rank 0 collects a Hello from every rank within the timeout and answers each with a
+// Verdict; the others wait a little longer than the timeout, so that a rank-0 verdict naming
+// the missing ranks arrives before their own timeout would blame rank 0.
+void exchange_fingerprint(Engine& engine, const CommOptions& options) {
+  const int p = engine.size(), r = engine.rank();
+  Hello mine = make_hello(engine, options.fingerprint);
+  Verdict verdict;
+  if (r != 0) {
+    auto send = engine.isend(Channel::collective, &mine, sizeof mine, 0, kHelloTag);
+    auto recv = engine.irecv(Channel::collective, &verdict, sizeof verdict, 0, kVerdictTag);
+    auto deadline = Deadline::after(options.timeout + options.diagnose_grace);
+    if (!recv->wait_until(deadline))
+      throw TimeoutError(cat("start-up handshake on rank ", r, ": rank 0 did not answer within ",
+                             options.timeout.count(), " ms; ranks that did not arrive: 0"));
+    send->wait_until(deadline);
+    if (verdict.status == 2) throw TimeoutError(verdict.message);
+    if (verdict.status != 0) throw CommError(verdict.message);
+    return;
+  }
+  std::vector<Hello> hellos(p);
+  hellos[0] = mine;
+  std::vector<RequestPtr> recvs(p);
+  for (int src = 1; src < p; ++src)
+    recvs[src] = engine.irecv(Channel::collective, &hellos[src], sizeof(Hello), src, kHelloTag);
+  auto deadline = Deadline::after(options.timeout);
+  std::vector<int> missing;
+  for (int src = 1; src < p; ++src)
+    if (!recvs[src]->wait_until(deadline)) missing.push_back(src);
+  if (!missing.empty()) {
+    std::string list;
+    for (int m : missing) list += cat(list.empty() ? "" : ", ", m);
+    verdict.status = 2;
+    std::snprintf(verdict.message, sizeof verdict.message,
+                  "start-up handshake: ranks that did not arrive within %lld ms: %s",
+                  static_cast<long long>(options.timeout.count()), list.c_str());
+  } else if (auto diff = compare_hellos(hellos); !diff.empty()) {
+    verdict.status = 1;
+    std::snprintf(verdict.message, sizeof verdict.message, "start-up handshake: %s", diff.c_str());
+  }
+  std::vector<RequestPtr> sends;
+  for (int dst = 1; dst < p; ++dst)
+    if (std::find(missing.begin(), missing.end(), dst) == missing.end())
+      sends.push_back(
+          engine.isend(Channel::collective, &verdict, sizeof verdict, dst, kVerdictTag));
+  auto grace = Deadline::after(options.diagnose_grace);
+  for (auto& s : sends) s->wait_until(grace);
+  if (verdict.status == 2) throw TimeoutError(verdict.message);
+  if (verdict.status != 0) throw CommError(verdict.message);
+}
+
+}  // namespace distml::comm

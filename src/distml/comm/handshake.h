@@ -1,0 +1,14 @@
+// The start-up handshake every communicator runs: the ranks compare a fingerprint (distml
+// version, engine, world size and the caller's hash) before any other traffic.
+#pragma once
+
+#include "distml/comm/communicator.h"
+#include "distml/comm/engine.h"
+
+namespace distml::comm {
+
+/// Throws CommError on every rank when the fingerprints differ (naming what and where), and
+/// TimeoutError naming the ranks that did not arrive within options.timeout.
+void exchange_fingerprint(Engine& engine, const CommOptions& options);
+
+}  // namespace distml::comm
