@@ -16,6 +16,7 @@ packages=(
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  python3 procps  # the tests' JSON checks and process checks
 )
 if ((want_data)); then
   packages+=(dataset-fashion-mnist)
