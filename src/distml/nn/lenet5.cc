@@ -1,0 +1,36 @@
+#include "distml/nn/lenet5.h"
+
+#include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/pooling.h>
+
+#include "distml/core/error.h"
+#include "distml/nn/model_input.h"
+
+namespace distml::nn {
+
+LeNet5Impl::LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_classes)
+    : in_channels_(in_channels), image_size_(image_size) {
+  detail::check_positive("lenet5", "in_channels", in_channels);
+  detail::check_positive("lenet5", "num_classes", num_classes);
+  // Side after conv1 (same) + pool, conv2 (valid 5x5) + pool.
+  const int64_t side = (image_size / 2 - 4) / 2;
+  if (image_size < 12 || side < 1)
+    throw ConfigError(cat("lenet5: image_size must be >= 12, got ", image_size));
+  conv1_ = register_module(
+      "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels, 6, 5).padding(2)));
+  conv2_ = register_module("conv2", torch::nn::Conv2d(6, 16, 5));
+  fc1_ = register_module("fc1", torch::nn::Linear(16 * side * side, 120));
+  fc2_ = register_module("fc2", torch::nn::Linear(120, 84));
+  fc3_ = register_module("fc3", torch::nn::Linear(84, num_classes));
+}
+
+torch::Tensor LeNet5Impl::forward(torch::Tensor x) {
+  x = detail::as_image_batch(x, in_channels_, image_size_);
+  x = torch::max_pool2d(torch::relu(conv1_->forward(x)), 2);
+  x = torch::max_pool2d(torch::relu(conv2_->forward(x)), 2);
+  x = torch::relu(fc1_->forward(x.flatten(1)));
+  x = torch::relu(fc2_->forward(x));
+  return fc3_->forward(x);
+}
+
+}  // namespace distml::nn

@@ -1,0 +1,71 @@
+// Synchronous data parallelism (Horovod / PyTorch DDP class): gradients are averaged across
+// ranks by all-reduce, bucket by bucket, while backward is still running.
+//
+// The bucket protocol, step by step:
+//  1. setup() broadcasts every parameter and buffer from rank 0 and checks that all ranks
+//     have the same parameter shapes (a mismatch is a CommError on every rank, not a hang).
+//  2. The parameters are cut into buckets in reverse order (bucket_planner.h: 1 MiB for the
+//     first, 25 MiB after, by default); each bucket owns one flat tensor. The plan depends
+//     only on the shapes, so it is identical on all ranks.
+//  3. A hook on each parameter receives its gradient during backward and copies it, plus
+//     whatever .grad() already holds from earlier micro-steps, into the bucket's flat tensor.
+//  4. When the last gradient of a bucket has arrived, the bucket is ready. Buckets are
+//     launched strictly in plan order (bucket i only after buckets 0..i-1), so that every
+//     rank issues the same all-reduces in the same order even if hooks fire in another
+//     order; each launch is an asynchronous all-reduce (avg) that overlaps the rest of
+//     backward.
+//  5. before_optimizer_step() handles buckets that never became ready (a parameter got no
+//     gradient): an error naming the parameter, or, with find_unused_parameters, its current
+//     .grad() (zeros if none) is sent instead. Then it waits for every bucket and copies the
+//     averages back into .grad().
+//  6. On micro-steps with before_backward(false) the hooks do nothing: gradients accumulate
+//     locally in .grad(), and only the step's last backward communicates.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/train/strategy.h"
+
+namespace distml::train {
+
+struct AllreduceStrategyOptions {
+  std::size_t first_bucket_bytes = 1u << 20;
+  std::size_t bucket_bytes = 25u << 20;
+  comm::Algorithm algorithm = comm::Algorithm::automatic;
+  /// Send the current .grad() (or zeros) of parameters that got no gradient, instead of
+  /// failing the step.
+  bool find_unused_parameters = false;
+};
+
+class AllreduceStrategy final : public Strategy {
+ public:
+  AllreduceStrategy(comm::Communicator& comm, AllreduceStrategyOptions options = {});
+  ~AllreduceStrategy() override;
+
+  void setup(torch::nn::Module& model) override;
+  void before_backward(bool sync) override;
+  void before_optimizer_step() override;
+  StrategyStats stats() const override { return stats_; }
+
+ private:
+  struct Bucket;
+  void on_gradient(std::size_t param, const torch::Tensor& grad);
+  void launch_ready_buckets();
+
+  comm::Communicator& comm_;
+  AllreduceStrategyOptions options_;
+  std::vector<torch::Tensor> params_;
+  std::vector<std::string> names_;
+  std::vector<std::unique_ptr<Bucket>> buckets_;
+  std::vector<std::size_t> bucket_of_;  // parameter -> bucket
+  std::size_t next_launch_ = 0;
+  std::chrono::steady_clock::time_point first_launch_;
+  bool sync_ = true;
+  StrategyStats stats_;
+};
+
+}  // namespace distml::train
