@@ -79,26 +79,14 @@ std::vector<torch::Tensor> train(Net net, comm::Communicator* comm, const Data& 
   return out;
 }
 
-class AllreduceStrategyTest : public ::testing::TestWithParam<int> {
- protected:
-  void SetUp() override { torch::set_num_threads(1); }
-};
-
-TEST_P(AllreduceStrategyTest, NRanksEqualOneRankOnTheNTimesBatch) {
-  const int world = GetParam(), rows = 24, steps = 6;
-  torch::manual_seed(3);
-  Net init;
-  Data data = global_batch(rows);
-  auto want = train(copy_of(init, 0, 0), nullptr, data, rows, steps, 1, true);
-  // Tiny buckets, so that several all-reduces overlap backward and launch in order.
-  AllreduceStrategyOptions options;
-  options.first_bucket_bytes = 64;
-  options.bucket_bytes = 256;
+// Runs `rank_train(comm)` on `world` local ranks and expects every rank's final parameters
+// to match `want` (declared tolerance: 1e-5 relative, 1e-6 absolute, float32 round-off).
+template <class Fn>
+void expect_every_rank_matches(int world, const std::vector<torch::Tensor>& want, Fn rank_train) {
   std::mutex mutex;
   std::vector<std::vector<torch::Tensor>> got(world);
   comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
-    auto params = train(copy_of(init, comm.rank() == 0 ? 0.0 : 0.5, comm.rank()), &comm, data, rows,
-                        steps, 1, true, options);
+    auto params = rank_train(comm);
     std::lock_guard lock(mutex);
     got[comm.rank()] = params;
   });
@@ -109,22 +97,37 @@ TEST_P(AllreduceStrategyTest, NRanksEqualOneRankOnTheNTimesBatch) {
           << (got[r][i] - want[i]).abs().max().item<double>();
 }
 
+class AllreduceStrategyTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+
+TEST_P(AllreduceStrategyTest, NRanksEqualOneRankOnTheNTimesBatch) {
+  const int rows = 24, steps = 6;
+  torch::manual_seed(3);
+  Net init;
+  Data data = global_batch(rows);
+  auto want = train(copy_of(init, 0, 0), nullptr, data, rows, steps, 1, true);
+  // Tiny buckets, so that several all-reduces overlap backward and launch in order.
+  AllreduceStrategyOptions options;
+  options.first_bucket_bytes = 64;
+  options.bucket_bytes = 256;
+  expect_every_rank_matches(GetParam(), want, [&](comm::Communicator& comm) {
+    // Ranks other than 0 start elsewhere: setup() must give them rank 0's parameters.
+    return train(copy_of(init, comm.rank() == 0 ? 0.0 : 0.5, comm.rank()), &comm, data, rows, steps,
+                 1, true, options);
+  });
+}
+
 TEST_P(AllreduceStrategyTest, GradientAccumulationEqualsTheWholeBatch) {
-  const int world = GetParam(), rows = 24, steps = 4;
+  const int rows = 24, steps = 4;
   torch::manual_seed(4);
   Net init;
   Data data = global_batch(rows);
   auto want = train(copy_of(init, 0, 0), nullptr, data, rows, steps, 1, true);
-  std::mutex mutex;
-  std::vector<std::vector<torch::Tensor>> got(world);
-  comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
-    auto params = train(copy_of(init, 0, 0), &comm, data, rows, steps, 2, true);
-    std::lock_guard lock(mutex);
-    got[comm.rank()] = params;
+  expect_every_rank_matches(GetParam(), want, [&](comm::Communicator& comm) {
+    return train(copy_of(init, 0, 0), &comm, data, rows, steps, 2, true);
   });
-  for (int r = 0; r < world; ++r)
-    for (std::size_t i = 0; i < want.size(); ++i)
-      EXPECT_TRUE(torch::allclose(got[r][i], want[i], 1e-5, 1e-6)) << "rank " << r;
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllreduceStrategyTest, ::testing::Values(1, 2, 3, 4),
