@@ -6,6 +6,7 @@
 #include <numeric>
 #include <vector>
 
+#include "distml/comm/algorithms/agreement.h"
 #include "distml/comm/algorithms/algorithms.h"
 #include "distml/comm/auto_policy.h"
 #include "distml/comm/collective_queue.h"
@@ -151,20 +152,13 @@ Algorithm Communicator::choose_algorithm(std::size_t bytes) const {
 }
 
 void Communicator::check_agreement(const Op& op, Deadline deadline) {
-  // Each rank contributes its signature and its negation; one max-reduce gives max and -min.
-  std::int64_t sig[5] = {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.in.count),
-                         static_cast<std::int64_t>(op.in.dtype), op.root,
-                         static_cast<std::int64_t>(op.reduce)};
-  std::int64_t both[10];
-  for (int i = 0; i < 5; ++i) both[i] = sig[i], both[5 + i] = -sig[i];
   AlgoContext ctx(
-      *engine_, deadline, [&op] { return cat("agreement check before ", op.name()); }, tls_scratch);
-  tree_allreduce(ctx, Buffer{both, 10, DType::i64}, ReduceOp::max);
-  const char* fields[5] = {"operation", "element count", "dtype", "root", "reduce op"};
-  for (int i = 0; i < 5; ++i)
-    if (both[i] != -both[5 + i])
-      throw CommError(cat(op.name(), ": ranks disagree on the ", fields[i], " (values from ",
-                          -both[5 + i], " to ", both[i], " across ranks)"));
+      *engine_, deadline, [&op] { return op.name(); }, tls_scratch);
+  comm::check_agreement(
+      ctx,
+      {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.in.count),
+       static_cast<std::int64_t>(op.in.dtype), op.root, static_cast<std::int64_t>(op.reduce)},
+      kKindNames);
 }
 
 void Communicator::execute(Op& op) {

@@ -6,13 +6,15 @@
 
 namespace distml::comm {
 
-std::vector<std::string_view> process_engine_names() { return {"mpi", "gloo"}; }
 std::vector<std::string_view> engine_names() { return {"mpi", "gloo", "local"}; }
 
 void check_engine_name(std::string_view name) {
-  for (auto n : engine_names())
+  std::string valid;
+  for (auto n : engine_names()) {
     if (n == name) return;
-  throw UsageError(cat("unknown engine '", name, "' (valid: mpi, gloo, local)"));
+    valid += cat(valid.empty() ? "" : ", ", n);
+  }
+  throw UsageError(cat("unknown engine '", name, "' (valid: ", valid, ")"));
 }
 
 std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOptions& options) {

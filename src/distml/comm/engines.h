@@ -17,8 +17,6 @@ struct ConnectOptions {
   std::string file_store;  // gloo only: rendezvous through this file instead of TCPStore
 };
 
-/// The engines a process can connect with (local runs ranks as threads: see local_world.h).
-std::vector<std::string_view> process_engine_names();
 /// All engine names, for error messages and --help.
 std::vector<std::string_view> engine_names();
 /// Throws UsageError listing the valid names when `name` is not an engine.

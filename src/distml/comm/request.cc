@@ -24,14 +24,6 @@ bool poll_until(Request& request, Deadline deadline) {
   }
 }
 
-void wait_all(RequestPtr* requests, std::size_t n, Deadline deadline, const std::string& what) {
-  for (std::size_t i = 0; i < n; ++i) {
-    if (!requests[i]) continue;
-    if (!requests[i]->wait_until(deadline))
-      throw TimeoutError(cat(what, ": timed out in ", requests[i]->describe()));
-  }
-}
-
 std::string describe_transfer(bool is_send, int peer, int tag, std::size_t bytes) {
   return cat(is_send ? "send to rank " : "recv from rank ", peer, " (tag ", tag, ", ", bytes,
              " bytes)");

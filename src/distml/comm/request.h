@@ -21,8 +21,6 @@ class Request {
   virtual bool wait_until(Deadline deadline) = 0;
   /// What it waits for, for error messages: "recv from rank 2 (tag 7, 4096 bytes)".
   virtual std::string describe() const = 0;
-  /// The peer rank a transfer waits on, or -1 for a collective.
-  virtual int peer() const { return -1; }
 };
 
 using RequestPtr = std::unique_ptr<Request>;
@@ -30,10 +28,6 @@ using RequestPtr = std::unique_ptr<Request>;
 /// Polls `test()` until done or `deadline`: spins briefly, then yields, then naps, so that
 /// oversubscribed ranks do not starve each other.
 bool poll_until(Request& request, Deadline deadline);
-
-/// Waits for every request or throws TimeoutError naming the first one still pending and
-/// prefixed with `what`.
-void wait_all(RequestPtr* requests, std::size_t n, Deadline deadline, const std::string& what);
 
 /// Says "recv from rank 2 (tag 7, 4096 bytes)"; shared by the engines' describe().
 std::string describe_transfer(bool is_send, int peer, int tag, std::size_t bytes);

@@ -5,6 +5,7 @@
 #include <thread>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 
+#include "distml/comm/algorithms/agreement.h"
 #include "distml/comm/algorithms/algorithms.h"
 #include "distml/comm/half.h"
 
@@ -135,25 +136,13 @@ void GlooEngine::finish(const c10::intrusive_ptr<c10d::Work>& work, Deadline dea
 
 void GlooEngine::agree(int kind, std::size_t count, DType dtype, int root, ReduceOp op,
                        Deadline deadline) {
-  const std::int64_t sig[5] = {kind, static_cast<std::int64_t>(count),
-                               static_cast<std::int64_t>(dtype), root,
-                               static_cast<std::int64_t>(op)};
-  std::int64_t both[10];
-  for (int i = 0; i < 5; ++i) both[i] = sig[i], both[5 + i] = -sig[i];
   // Over point-to-point on this thread: two c10d operations would cost twice the hand-off to
   // c10d's worker thread, and a timeout here leaves no c10d operation running.
-  AlgoContext ctx(*this, deadline, cat(kKindNames[kind], " (gloo engine, agreement check)"),
-                  scratch_);
-  tree_allreduce(ctx, Buffer{both, 10, DType::i64}, ReduceOp::max);
-  const char* fields[5] = {"operation", "element count", "dtype", "root", "reduce op"};
-  for (int i = 0; i < 5; ++i) {
-    const std::int64_t lo = -both[5 + i], hi = both[i];
-    if (lo == hi) continue;
-    std::string range =
-        i == 0 ? cat(kKindNames[lo], " and ", kKindNames[hi]) : cat("values from ", lo, " to ", hi);
-    throw CommError(cat(kKindNames[kind], " (gloo engine): ranks disagree on the ", fields[i], " (",
-                        range, " across ranks)"));
-  }
+  AlgoContext ctx(*this, deadline, cat(kKindNames[kind], " (gloo engine)"), scratch_);
+  check_agreement(ctx,
+                  {kind, static_cast<std::int64_t>(count), static_cast<std::int64_t>(dtype), root,
+                   static_cast<std::int64_t>(op)},
+                  kKindNames);
 }
 
 void GlooEngine::allreduce(Buffer data, ReduceOp op, Deadline deadline) {

@@ -121,7 +121,6 @@ class GlooTransfer final : public Request {
   }
 
   std::string describe() const override { return describe_transfer(is_send_, peer_, tag_, bytes_); }
-  int peer() const override { return peer_; }
 
  private:
   // Waits for the header, checks the size, waits for the payload. Runs on one thread at a

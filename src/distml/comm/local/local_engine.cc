@@ -79,7 +79,6 @@ class LocalRequest final : public Request {
   std::string describe() const override {
     return describe_transfer(is_send_, is_send_ ? t_->dst : t_->src, t_->tag, t_->bytes);
   }
-  int peer() const override { return is_send_ ? t_->dst : t_->src; }
 
  private:
   std::shared_ptr<Transfer> t_;

@@ -33,7 +33,6 @@ class TransferRequest final : public Request {
   bool test() override;
   bool wait_until(Deadline deadline) override { return poll_until(*this, deadline); }
   std::string describe() const override;
-  int peer() const override { return peer_; }
 
  private:
   std::string mismatch_error(MPI_Status& status) const;
