@@ -17,6 +17,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   python3 procps  # the tests' JSON checks and process checks
+  python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
 )
 if ((want_data)); then
   packages+=(dataset-fashion-mnist)

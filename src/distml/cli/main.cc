@@ -7,6 +7,15 @@
 #include "distml/core/error.h"
 #include "distml/core/version.h"
 #include "launch.h"
+#include "train.h"
+
+// Errors in what the user gave (flags, config, data, checkpoint) exit with 2, others with 1.
+static bool fixable_by_user(const std::exception& e) {
+  return dynamic_cast<const distml::UsageError*>(&e) ||
+         dynamic_cast<const distml::ConfigError*>(&e) ||
+         dynamic_cast<const distml::DataError*>(&e) ||
+         dynamic_cast<const distml::CheckpointError*>(&e);
+}
 
 int main(int argc, char** argv) {
   CLI::App app{
@@ -16,6 +25,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   distml::cli::add_launch_command(app);
   distml::cli::add_bench_command(app, argc, argv);
+  distml::cli::add_train_command(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -27,12 +37,6 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
-  } catch (const distml::UsageError& e) {
-    std::fprintf(stderr, "distml: error: %s\n", e.what());
-    return 2;
-  } catch (const distml::ConfigError& e) {
-    std::fprintf(stderr, "distml: error: %s\n", e.what());
-    return 2;
   } catch (const distml::CommError& e) {
     // Peers may be stuck mid-operation: leave without running exit handlers (which would
     // try to finalise the engine and could block).
@@ -42,7 +46,7 @@ int main(int argc, char** argv) {
     std::_Exit(1);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "distml: error: %s\n", e.what());
-    return 1;
+    return fixable_by_user(e) ? 2 : 1;
   }
   return 0;
 }

@@ -1,5 +1,6 @@
 // Typed errors for what a user can fix, and check macros for invariants that only a bug breaks.
-// The CLI maps UsageError and ConfigError to exit code 2 and everything else to 1.
+// The CLI maps UsageError, ConfigError, DataError and CheckpointError to exit code 2 and
+// everything else to 1.
 #pragma once
 
 #include <sstream>

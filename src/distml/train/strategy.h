@@ -9,9 +9,10 @@ namespace distml::train {
 
 /// What a strategy reports about its communication.
 struct StrategyStats {
-  std::size_t bytes_reduced = 0;  // payload bytes this rank contributed, in total
-  double comm_seconds = 0;        // last step: from the first launch to the last completion
-  double exposed_seconds = 0;     // last step: the part the step waited for after backward
+  std::size_t bytes_reduced = 0;   // payload bytes this rank contributed, in total
+  double comm_seconds = 0;         // last step: from the first launch to the last completion
+  double exposed_seconds = 0;      // last step: the part the step waited for after backward
+  std::size_t early_launches = 0;  // last step: reductions started while backward still ran
   double overlapped_fraction() const {
     return comm_seconds > 0 ? 1.0 - exposed_seconds / comm_seconds : 0.0;
   }

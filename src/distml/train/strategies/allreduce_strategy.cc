@@ -124,13 +124,17 @@ void AllreduceStrategy::on_gradient(std::size_t k, const torch::Tensor& grad) {
 
 // 4. In plan order only, so that all ranks issue the same all-reduces in the same order.
 void AllreduceStrategy::launch_ready_buckets() {
+  std::size_t launched = 0;
   while (next_launch_ < buckets_.size() && buckets_[next_launch_]->pending == 0) {
     Bucket& b = *buckets_[next_launch_++];
     if (next_launch_ == 1) first_launch_ = std::chrono::steady_clock::now();
     b.work = comm_.iallreduce(buffer_of(b.flat),
                               {.op = comm::ReduceOp::avg, .algorithm = options_.algorithm});
     stats_.bytes_reduced += b.flat.numel() * b.flat.element_size();
+    ++launched;
   }
+  // Launched while a later bucket still waits for gradients: overlapped with backward.
+  if (next_launch_ < buckets_.size()) early_launches_ += launched;
 }
 
 void AllreduceStrategy::before_optimizer_step() {
@@ -161,6 +165,8 @@ void AllreduceStrategy::before_optimizer_step() {
   for (auto& b : buckets_) b->work.wait();
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
+  stats_.early_launches = early_launches_;
+  early_launches_ = 0;
 
   torch::NoGradGuard no_grad;
   for (auto& b : buckets_) {

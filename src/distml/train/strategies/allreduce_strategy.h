@@ -63,6 +63,7 @@ class AllreduceStrategy final : public Strategy {
   std::vector<std::unique_ptr<Bucket>> buckets_;
   std::vector<std::size_t> bucket_of_;  // parameter -> bucket
   std::size_t next_launch_ = 0;
+  std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
   std::chrono::steady_clock::time_point first_launch_;
   bool sync_ = true;
   StrategyStats stats_;

@@ -1,0 +1,174 @@
+#include "train.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "distml/comm/engines.h"
+#include "distml/comm/local/local_world.h"
+#include "distml/core/error.h"
+#include "distml/train/trainer.h"
+#include "launch.h"
+#include "progress_bar.h"
+
+namespace distml::cli {
+namespace {
+
+struct TrainOptions {
+  std::string config_path;
+  std::vector<std::string> sets;
+  int np = 0;
+  bool np_given = false;
+  std::string engine = "mpi";
+  std::string resume;
+  bool json = false;
+};
+
+std::string hex(std::uint64_t v) {
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(v));
+  return text;
+}
+
+nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& data, int np) {
+  nlohmann::json j = {{"event", "done"},
+                      {"test_accuracy", r.test.accuracy},
+                      {"test_loss", r.test.loss},
+                      {"steps", r.steps},
+                      {"global_step", r.global_step},
+                      {"steps_per_sec", r.steps_per_sec},
+                      {"samples_per_sec", r.samples_per_sec},
+                      {"comm_time_s", r.comm_time_s},
+                      {"overlap_fraction", r.overlap_fraction},
+                      {"early_bucket_launches", r.early_bucket_launches},
+                      {"param_checksum", hex(r.param_checksum)},
+                      {"np", np},
+                      {"wall_s", r.wall_s}};
+  if (data.kind == train::TaskKind::language_model) j["test_perplexity"] = r.test.perplexity;
+  return j;
+}
+
+void print_summary(const train::TrainResult& r, const train::TaskData& data) {
+  if (data.kind == train::TaskKind::language_model)
+    std::printf("test perplexity %.3f (loss %.4f, character accuracy %.2f%%)", r.test.perplexity,
+                r.test.loss, 100 * r.test.accuracy);
+  else
+    std::printf("test accuracy %.2f%% (loss %.4f)", 100 * r.test.accuracy, r.test.loss);
+  std::printf(
+      " after %lld steps; %.1f steps/s, %.0f samples/s; all-reduce %.2f s, %.0f%% "
+      "overlapped with backward; %.1f s in all\n",
+      static_cast<long long>(r.global_step), r.steps_per_sec, r.samples_per_sec, r.comm_time_s,
+      100 * r.overlap_fraction, r.wall_s);
+}
+
+// What rank 0 shows while training: JSON lines, a progress bar on a terminal, or plain lines.
+struct Reporter {
+  bool json;
+  bool bar_enabled = !json && ::isatty(1);
+  ProgressBar bar{stdout, "steps"};
+
+  void event(const nlohmann::json& e) {
+    if (json) {
+      std::cout << e.dump() << std::endl;
+      return;
+    }
+    if (bar_enabled) bar.clear();
+    const std::string kind = e["event"];
+    if (kind == "step")
+      std::printf(
+          "step %lld  epoch %lld  loss %.4f  lr %.4g  %.0f samples/s  all-reduce %.2f s "
+          "(%.0f%% overlapped)\n",
+          e["step"].get<long long>(), e["epoch"].get<long long>(), e["loss"].get<double>(),
+          e["lr"].get<double>(), e["samples_per_sec"].get<double>(), e["comm_time_s"].get<double>(),
+          100 * e["overlap_fraction"].get<double>());
+    else if (kind == "eval")
+      std::printf("step %lld  test loss %.4f  test accuracy %.2f%%\n", e["step"].get<long long>(),
+                  e["test_loss"].get<double>(), 100 * e["test_accuracy"].get<double>());
+    else if (kind == "checkpoint")
+      std::printf("step %lld  checkpoint %s\n", e["step"].get<long long>(),
+                  e["path"].get<std::string>().c_str());
+    std::fflush(stdout);
+  }
+  void progress(std::int64_t done, std::int64_t total) {
+    if (bar_enabled) bar.update(done, total);
+  }
+};
+
+// One rank's whole run; rank 0 reports.
+void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::Communicator& comm,
+                const train::TaskData& data, std::chrono::steady_clock::time_point start) {
+  train::Trainer trainer(config, comm, data);
+  if (!o.resume.empty()) trainer.resume(o.resume);
+  std::optional<Reporter> reporter;
+  if (comm.rank() == 0) reporter.emplace(Reporter{o.json});
+  auto result =
+      trainer.run([&](const nlohmann::json& e) { reporter->event(e); },
+                  [&](std::int64_t done, std::int64_t total) { reporter->progress(done, total); });
+  if (comm.rank() != 0) return;
+  if (reporter->bar_enabled) reporter->bar.clear();
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (o.json)
+    std::cout << done_line(result, data, comm.size()).dump() << std::endl;
+  else
+    print_summary(result, data);
+}
+
+void run(TrainOptions o, int argc, char** argv) {
+  const auto start = std::chrono::steady_clock::now();
+  if (o.np_given && o.np < 1) throw UsageError(cat("--np must be at least 1, got ", o.np));
+  comm::check_engine_name(o.engine);
+  // Read the config before starting ranks, so that a mistake is reported once.
+  auto config = train::load_config(o.config_path, o.sets);
+  if (!o.resume.empty() && config.train.checkpoint_dir.empty())
+    config.train.checkpoint_dir = o.resume;  // a resumed run goes on saving where it left off
+  if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv);
+
+  const auto data = train::load_task_data(config.data, config.train.seed);
+  comm::CommOptions copts;
+  copts.timeout = comm::Millis(static_cast<long long>(config.train.timeout_s * 1000));
+  if (o.engine == "local") {
+    comm::local::run_ranks(std::max(o.np, 1), copts, [&](comm::Communicator& comm) {
+      train_rank(config, o, comm, data, start);
+    });
+    return;
+  }
+  if (o.engine == "gloo") adopt_mpirun_rank_variables();
+  auto comm = comm::connect({o.engine, ""}, copts);
+  train_rank(config, o, *comm, data, start);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& app, int argc, char** argv) {
+  auto o = std::make_shared<TrainOptions>();
+  if (const char* e = std::getenv(kEngineVar)) o->engine = e;
+  auto* sub = app.add_subcommand(
+      "train",
+      "Train a model with synchronous data parallelism (bucketed all-reduce overlapped with "
+      "backward), from a TOML config.\nExample: distml train --config examples/mnist_lenet.toml "
+      "--np 2 --set train.epochs=3\nConfig keys (section.key): see docs/training.md.");
+  sub->add_option("--config", o->config_path,
+                  "TOML file with [data] [model] [optim] [train] "
+                  "[strategy] sections")
+      ->required();
+  sub->add_option("--set", o->sets,
+                  "Override a config key: --set train.batch_size=128 (repeatable)");
+  auto* np =
+      sub->add_option("--np", o->np, "Ranks (relaunches under distml launch; threads for local)");
+  sub->add_option("--engine", o->engine, "mpi | gloo | local");
+  sub->add_option("--resume", o->resume,
+                  "Continue exactly from the checkpoint in this directory (and keep saving there "
+                  "unless train.checkpoint_dir says otherwise)");
+  sub->add_flag("--json", o->json, "Metrics as JSON lines on stdout; the last is the done line");
+  sub->callback([o, np, argc, argv] {
+    o->np_given = np->count() > 0;
+    run(*o, argc, argv);
+  });
+}
+
+}  // namespace distml::cli

@@ -1,0 +1,80 @@
+// The training configuration: a TOML file with sections [data], [model], [optim], [train]
+// and [strategy], plus `--set section.key=value` overrides from the command line.
+// Every key has a default here; the file only names what differs. An unknown key, a value of
+// the wrong type or out of range is a ConfigError naming the file, the key and what was
+// expected (for a typo, the nearest valid key).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distml/nn/model_registry.h"
+#include "distml/train/optimizer_factory.h"
+
+namespace distml::train {
+
+struct DataConfig {
+  std::string dataset = "mnist";  // mnist | fashion-mnist | csv | text
+  std::string path;               // mnist/fashion-mnist: folder (default data/<dataset>);
+                                  // csv: the training file; text: the corpus file
+  std::string test_path;          // csv: test file (else test_fraction of `path`)
+  double test_fraction = 0.1;     // csv, text: held-out share when there is no test file
+  std::string label;              // csv: label column name (default: last column)
+  std::int64_t seq_len = 64;      // text: characters per training window
+};
+
+struct TrainLoopConfig {
+  std::int64_t epochs = 1;
+  std::int64_t max_steps = 0;    // > 0: stop after this many optimizer steps (wins over epochs)
+  std::int64_t batch_size = 64;  // per rank
+  std::int64_t accumulate = 1;   // micro-steps per optimizer step (gradient accumulation)
+  std::uint64_t seed = 1;
+  std::int64_t threads = 1;           // intra-op threads per rank
+  std::int64_t log_every = 50;        // steps between metric lines
+  std::int64_t eval_every = 0;        // steps between evaluations (0: at the end of each epoch)
+  std::int64_t checkpoint_every = 0;  // steps between checkpoints (0: only at the end)
+  std::string checkpoint_dir;         // empty: no checkpoints
+  std::string export_path;            // final weights as a torch.load-able name -> tensor file
+  double timeout_s = 300;             // deadline of every collective
+};
+
+struct StrategyConfig {
+  std::string name = "allreduce";
+  double bucket_mb = 25;  // bucket cap after the first
+  double first_bucket_mb =
+      1;  // the first bucket (the last parameters) is small, so it starts early
+  std::string algorithm = "auto";  // all-reduce algorithm: auto | native | ring | hd | tree
+  bool find_unused_parameters = false;
+};
+
+struct TrainConfig {
+  std::string source = "<defaults>";  // the file it was read from, for messages
+  DataConfig data;
+  nn::ModelOptions model{.name = "lenet5"};
+  OptimizerOptions optim;
+  ScheduleOptions schedule;
+  bool scale_lr = false;  // optim.scale_lr: linear scaling rule, lr x world size
+  TrainLoopConfig train;
+  StrategyConfig strategy;
+};
+
+/// Reads `path` (TOML), then applies each "section.key=value" of `overrides` in order (the
+/// value is parsed as a TOML value; text that is not TOML, or a value given to a string key, is
+/// taken as the raw string, so `data.dataset=csv` and `data.label=1` need no quotes). Then
+/// checks the rules between keys (optim.nesterov needs optim.momentum > 0). Throws ConfigError.
+TrainConfig load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+
+/// Same as load_config for the text of a TOML document; `source` names it in messages.
+TrainConfig parse_config(const std::string& toml_text, const std::string& source,
+                         const std::vector<std::string>& overrides = {});
+
+/// Every key as "section.key = value" lines in config_keys() order, floats printed so they read
+/// back exactly: what ranks compare at start (hash it) and what a run prints and stores in its
+/// checkpoint. It is itself a TOML document that parse_config reads back to the same config.
+std::string canonical_text(const TrainConfig& config);
+
+/// Every valid "section.key", for messages and --help.
+const std::vector<std::string>& config_keys();
+
+}  // namespace distml::train

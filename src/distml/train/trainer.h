@@ -1,0 +1,88 @@
+// The training loop every strategy runs in: epochs or a step budget over sharded, prefetched
+// batches; gradient accumulation; learning-rate schedule; evaluation with metrics reduced
+// across ranks; checkpoints that resume exactly; export of the final weights.
+//
+// One step, on every rank:
+//  1. The loader hands over this rank's block of the step's global window (sharded_sampler.h),
+//     batch_size x accumulate samples, cut into `accumulate` micro-batches.
+//  2. For each micro-batch: strategy.before_backward(last micro-batch?), forward, loss /
+//     accumulate, backward (the strategy's hooks communicate during it).
+//  3. strategy.before_optimizer_step() leaves the averaged gradients in .grad(); the optimizer
+//     steps with the scheduled learning rate.
+//  4. Every log_every steps the mean loss is averaged across ranks and reported; at the end of
+//     an epoch (or every eval_every steps) the test split is evaluated; every
+//     checkpoint_every steps rank 0 writes a checkpoint.
+//
+// BatchNorm: each rank normalises with its own batch's statistics during training (as PyTorch
+// DDP does by default, and as the single-process reference would with batch_size samples);
+// the running statistics, which differ between ranks, are averaged across ranks before every
+// evaluation, checkpoint and export, so that all ranks evaluate and save the same model.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "distml/comm/communicator.h"
+#include "distml/nn/model_registry.h"
+#include "distml/train/config.h"
+#include "distml/train/task_data.h"
+
+namespace distml::train {
+
+/// Metrics of an evaluation pass over the test split, summed over every rank's shard.
+struct EvalMetrics {
+  double loss = 0;        // mean cross-entropy per sample (per character for a language model)
+  double accuracy = 0;    // fraction of correct predictions (characters for a language model)
+  double perplexity = 0;  // exp(loss); language models only
+  std::int64_t count = 0;
+};
+
+struct TrainResult {
+  EvalMetrics test;
+  std::int64_t steps = 0;        // optimizer steps taken by this run (after a resume: since it)
+  std::int64_t global_step = 0;  // optimizer steps since the start of training
+  double steps_per_sec = 0;      // over the training loop only: no start-up, evaluation, checkpoint
+  double samples_per_sec = 0;    // global: steps_per_sec x batch x accumulate x world size
+  double comm_time_s = 0;        // all-reduce time, launch to completion, summed over steps
+  double overlap_fraction = 0;   // the share of comm_time_s hidden behind backward
+  std::int64_t early_bucket_launches = 0;  // reductions started while backward still ran
+  std::uint64_t param_checksum = 0;        // the same on every rank, else the run fails
+  double wall_s = 0;
+};
+
+/// Receives rank 0's events: {"event": "step" | "eval" | "checkpoint", ...} as JSON objects.
+using EventSink = std::function<void(const nlohmann::json&)>;
+/// Called on rank 0 after every step with (global step, total steps).
+using ProgressSink = std::function<void(std::int64_t, std::int64_t)>;
+
+class Trainer {
+ public:
+  /// Builds the model (seeded by train.seed), optimizer and strategy, and checks with the
+  /// other ranks that they run the same configuration (ConfigError naming the ranks that
+  /// differ). `data` is shared, read-only, and must outlive the trainer.
+  Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data);
+  ~Trainer();
+
+  /// Continues from the checkpoint in `dir` (CheckpointError when missing, corrupt, or
+  /// written by a run whose model, data, batch or world size differ).
+  void resume(const std::string& dir);
+
+  TrainResult run(const EventSink& on_event = {}, const ProgressSink& on_progress = {});
+
+  /// Evaluates the current model on the test split (collective).
+  EvalMetrics evaluate();
+
+  nn::Model& model();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+/// The path of the checkpoint file inside a checkpoint directory.
+std::string checkpoint_path(const std::string& dir);
+
+}  // namespace distml::train

@@ -1,0 +1,348 @@
+#include "distml/train/config.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "distml/core/error.h"
+
+namespace distml::train {
+namespace {
+
+// The message of the ConfigError that parsing `text` as "x.toml" throws; a test failure if none.
+std::string config_error(const std::string& text, const std::vector<std::string>& overrides = {}) {
+  try {
+    parse_config(text, "x.toml", overrides);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  ADD_FAILURE() << "no ConfigError for:\n" << text;
+  return "";
+}
+
+std::string override_error(const std::string& override_text) {
+  return config_error("", {override_text});
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+TEST(Config, EmptyDocumentKeepsEveryDefault) {
+  const TrainConfig config = parse_config("", "empty.toml");
+  EXPECT_EQ(config.source, "empty.toml");
+  EXPECT_EQ(canonical_text(config), canonical_text(TrainConfig{}));
+  EXPECT_EQ(config.model.name, "lenet5");
+  EXPECT_EQ(config.optim.name, "sgd");
+  EXPECT_EQ(config.train.batch_size, 64);
+  EXPECT_EQ(config.strategy.name, "allreduce");
+}
+
+TEST(Config, ReadsEverySection) {
+  const TrainConfig c = parse_config(R"(
+[data]
+dataset = "csv"
+path = "train.csv"
+test_path = "test.csv"
+test_fraction = 0.2
+label = "y"
+seq_len = 128
+
+[model]
+name = "mlp"
+layers = [20, 16, 2]
+embedding_dim = 32
+hidden_size = 128
+lstm_layers = 2
+
+[optim]
+name = "adamw"
+lr = 0.003
+momentum = 0.5
+nesterov = true
+weight_decay = 0.01
+beta1 = 0.8
+beta2 = 0.99
+eps = 1e-6
+scale_lr = true
+schedule = "cosine"
+warmup_steps = 10
+step_size = 50
+gamma = 0.5
+min_lr = 1e-5
+
+[train]
+epochs = 3
+max_steps = 1000
+batch_size = 32
+accumulate = 4
+seed = 7
+threads = 2
+log_every = 10
+eval_every = 100
+checkpoint_every = 200
+checkpoint_dir = "ckpt"
+export = "model.pt"
+timeout_s = 60
+
+[strategy]
+name = "allreduce"
+bucket_mb = 10
+first_bucket_mb = 0.5
+algorithm = "ring"
+find_unused_parameters = true
+)",
+                                     "full.toml");
+  EXPECT_EQ(c.data.dataset, "csv");
+  EXPECT_EQ(c.data.path, "train.csv");
+  EXPECT_EQ(c.data.test_path, "test.csv");
+  EXPECT_DOUBLE_EQ(c.data.test_fraction, 0.2);
+  EXPECT_EQ(c.data.label, "y");
+  EXPECT_EQ(c.data.seq_len, 128);
+
+  EXPECT_EQ(c.model.name, "mlp");
+  EXPECT_EQ(c.model.mlp_layers, (std::vector<int64_t>{20, 16, 2}));
+  EXPECT_EQ(c.model.embedding_dim, 32);
+  EXPECT_EQ(c.model.hidden_size, 128);
+  EXPECT_EQ(c.model.lstm_layers, 2);
+
+  EXPECT_EQ(c.optim.name, "adamw");
+  EXPECT_DOUBLE_EQ(c.optim.lr, 0.003);
+  EXPECT_DOUBLE_EQ(c.optim.momentum, 0.5);
+  EXPECT_TRUE(c.optim.nesterov);
+  EXPECT_DOUBLE_EQ(c.optim.weight_decay, 0.01);
+  EXPECT_DOUBLE_EQ(c.optim.beta1, 0.8);
+  EXPECT_DOUBLE_EQ(c.optim.beta2, 0.99);
+  EXPECT_DOUBLE_EQ(c.optim.eps, 1e-6);
+  EXPECT_TRUE(c.scale_lr);
+  EXPECT_EQ(c.schedule.name, "cosine");
+  EXPECT_EQ(c.schedule.warmup_steps, 10);
+  EXPECT_EQ(c.schedule.step_size, 50);
+  EXPECT_DOUBLE_EQ(c.schedule.gamma, 0.5);
+  EXPECT_DOUBLE_EQ(c.schedule.min_lr, 1e-5);
+
+  EXPECT_EQ(c.train.epochs, 3);
+  EXPECT_EQ(c.train.max_steps, 1000);
+  EXPECT_EQ(c.train.batch_size, 32);
+  EXPECT_EQ(c.train.accumulate, 4);
+  EXPECT_EQ(c.train.seed, 7u);
+  EXPECT_EQ(c.train.threads, 2);
+  EXPECT_EQ(c.train.log_every, 10);
+  EXPECT_EQ(c.train.eval_every, 100);
+  EXPECT_EQ(c.train.checkpoint_every, 200);
+  EXPECT_EQ(c.train.checkpoint_dir, "ckpt");
+  EXPECT_EQ(c.train.export_path, "model.pt");
+  EXPECT_DOUBLE_EQ(c.train.timeout_s, 60);
+
+  EXPECT_EQ(c.strategy.name, "allreduce");
+  EXPECT_DOUBLE_EQ(c.strategy.bucket_mb, 10);
+  EXPECT_DOUBLE_EQ(c.strategy.first_bucket_mb, 0.5);
+  EXPECT_EQ(c.strategy.algorithm, "ring");
+  EXPECT_TRUE(c.strategy.find_unused_parameters);
+}
+
+TEST(Config, AcceptsAnIntegerWhereAFloatIsExpected) {
+  const TrainConfig c = parse_config("[optim]\nlr = 1\n[strategy]\nbucket_mb = 50\n", "x.toml");
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1.0);
+  EXPECT_DOUBLE_EQ(c.strategy.bucket_mb, 50.0);
+}
+
+TEST(Config, WrongTypeNamesTheSourceKeyExpectationAndValue) {
+  EXPECT_EQ(config_error("[train]\nbatch_size = \"abc\"\n"),
+            "x.toml: key 'train.batch_size' must be an integer >= 1, got \"abc\"");
+  EXPECT_EQ(config_error("[train]\nbatch_size = 1.5\n"),
+            "x.toml: key 'train.batch_size' must be an integer >= 1, got 1.5");
+  EXPECT_EQ(config_error("[optim]\nlr = \"fast\"\n"),
+            "x.toml: key 'optim.lr' must be a number > 0, got \"fast\"");
+  EXPECT_EQ(config_error("[optim]\nnesterov = 1\n"),
+            "x.toml: key 'optim.nesterov' must be a boolean (true or false), got 1");
+  EXPECT_EQ(config_error("[data]\npath = 3\n"), "x.toml: key 'data.path' must be a string, got 3");
+  EXPECT_EQ(config_error("[model]\nlayers = [784, \"a\", 10]\n"),
+            "x.toml: key 'model.layers' must be an array of at least 2 integers >= 1, got "
+            "[784, \"a\", 10]");
+  EXPECT_EQ(config_error("[train.batch_size]\n"),
+            "x.toml: key 'train.batch_size' must be an integer >= 1, got a table");
+}
+
+TEST(Config, OutOfRangeNamesTheRange) {
+  EXPECT_EQ(config_error("[train]\nbatch_size = 0\n"),
+            "x.toml: key 'train.batch_size' must be an integer >= 1, got 0");
+  EXPECT_EQ(config_error("[train]\nmax_steps = -1\n"),
+            "x.toml: key 'train.max_steps' must be an integer >= 0, got -1");
+  EXPECT_EQ(config_error("[data]\ntest_fraction = 1\n"),
+            "x.toml: key 'data.test_fraction' must be a number in (0, 1), got 1");
+  EXPECT_EQ(config_error("[optim]\nbeta2 = 1.0\n"),
+            "x.toml: key 'optim.beta2' must be a number in [0, 1), got 1.0");
+  EXPECT_EQ(config_error("[optim]\nlr = -0.1\n"),
+            "x.toml: key 'optim.lr' must be a number > 0, got -0.1");
+  EXPECT_EQ(config_error("[optim]\nlr = nan\n"),
+            "x.toml: key 'optim.lr' must be a number > 0, got nan");
+  EXPECT_EQ(config_error("[model]\nlayers = [784]\n"),
+            "x.toml: key 'model.layers' must be an array of at least 2 integers >= 1, got [784]");
+  EXPECT_EQ(config_error("[model]\nlayers = [784, 0, 10]\n"),
+            "x.toml: key 'model.layers' must be an array of at least 2 integers >= 1, got "
+            "[784, 0, 10]");
+}
+
+TEST(Config, NamesMustBeOneOfTheKnownChoices) {
+  EXPECT_EQ(config_error("[data]\ndataset = \"imagenet\"\n"),
+            "x.toml: key 'data.dataset' must be one of mnist, fashion-mnist, csv, text, got "
+            "\"imagenet\"");
+  EXPECT_TRUE(contains(config_error("[model]\nname = \"vgg\"\n"), "one of mlp, lenet5"));
+  EXPECT_EQ(config_error("[optim]\nschedule = \"linear\"\n"),
+            "x.toml: key 'optim.schedule' must be one of constant, step, cosine, got \"linear\"");
+  EXPECT_EQ(config_error("[strategy]\nname = \"ps\"\n"),
+            "x.toml: key 'strategy.name' must be one of allreduce, got \"ps\"");
+  EXPECT_EQ(config_error("[strategy]\nalgorithm = \"butterfly\"\n"),
+            "x.toml: key 'strategy.algorithm' must be one of auto, native, ring, hd, tree, got "
+            "\"butterfly\"");
+}
+
+TEST(Config, UnknownKeySuggestsTheNearestValidKey) {
+  EXPECT_EQ(config_error("[train]\nbatchsize = 8\n"),
+            "x.toml: unknown key 'train.batchsize'; did you mean 'train.batch_size'?");
+  EXPECT_EQ(config_error("[optim]\nlrr = 0.1\n"),
+            "x.toml: unknown key 'optim.lrr'; did you mean 'optim.lr'?");
+  // A key written outside any section is found in the section it belongs to.
+  EXPECT_EQ(config_error("epochs = 3\n"),
+            "x.toml: unknown key 'epochs'; did you mean 'train.epochs'?");
+}
+
+TEST(Config, UnknownKeyWithNothingCloseListsTheSectionsKeys) {
+  // The shared section name does not make an unrelated key look close: `foo` is not `eps`.
+  EXPECT_TRUE(contains(config_error("[optim]\nfoo = 1\n"), "valid keys in [optim]: name, lr"));
+  EXPECT_EQ(config_error("[strategy]\ncompression = \"topk\"\n"),
+            "x.toml: unknown key 'strategy.compression'; valid keys in [strategy]: name, "
+            "bucket_mb, first_bucket_mb, algorithm, find_unused_parameters");
+}
+
+TEST(Config, UnknownSectionSuggestsOrListsTheSections) {
+  EXPECT_EQ(config_error("[trian]\nepochs = 3\n"),
+            "x.toml: unknown section 'trian'; did you mean 'train'?");
+  EXPECT_EQ(config_error("[logging]\nlevel = 1\n"),
+            "x.toml: unknown section 'logging'; valid sections: data, model, optim, train, "
+            "strategy");
+  EXPECT_EQ(config_error("train = 3\n"), "x.toml: 'train' must be a section [train], got 3");
+}
+
+TEST(Config, SyntaxErrorNamesTheLineAndColumn) {
+  const std::string message = config_error("[train]\nepochs = = 2\n");
+  EXPECT_TRUE(message.starts_with("x.toml:2:")) << message;
+  EXPECT_TRUE(contains(message, "TOML syntax error")) << message;
+}
+
+TEST(Config, NesterovNeedsMomentum) {
+  EXPECT_EQ(config_error("[optim]\nnesterov = true\n"),
+            "x.toml: optim.nesterov = true needs optim.momentum > 0, got 0.0");
+  EXPECT_TRUE(parse_config("[optim]\nnesterov = true\nmomentum = 0.9\n", "x.toml").optim.nesterov);
+}
+
+TEST(ConfigOverrides, ApplyAfterTheFileInOrder) {
+  const TrainConfig c =
+      parse_config("[train]\nepochs = 2\n[optim]\nnesterov = true\n", "x.toml",
+                   {"train.epochs=3", "train.epochs = 4", "optim.momentum=0.9", "optim.lr=1",
+                    "strategy.find_unused_parameters=true", "data.dataset=fashion-mnist",
+                    "data.path=\"with spaces/and=equals\"", "model.layers=[784,64,10]"});
+  EXPECT_EQ(c.train.epochs, 4);
+  EXPECT_DOUBLE_EQ(c.optim.momentum, 0.9);  // and so the file's nesterov is consistent
+  EXPECT_DOUBLE_EQ(c.optim.lr, 1.0);
+  EXPECT_TRUE(c.strategy.find_unused_parameters);
+  EXPECT_EQ(c.data.dataset, "fashion-mnist");
+  EXPECT_EQ(c.data.path, "with spaces/and=equals");
+  EXPECT_EQ(c.model.mlp_layers, (std::vector<int64_t>{784, 64, 10}));
+}
+
+TEST(ConfigOverrides, StringKeyTakesTextThatTomlReadsAsAnotherType) {
+  const TrainConfig c =
+      parse_config("", "x.toml", {"data.label=1", "data.path=", "train.export=/tmp/w.pt"});
+  EXPECT_EQ(c.data.label, "1");
+  EXPECT_EQ(c.data.path, "");
+  EXPECT_EQ(c.train.export_path, "/tmp/w.pt");
+}
+
+TEST(ConfigOverrides, ErrorsNameTheOverride) {
+  EXPECT_EQ(override_error("train.epochs"),
+            "--set train.epochs: an override must read section.key=value");
+  EXPECT_EQ(override_error("epochs=3"),
+            "--set epochs=3: the key must read section.key, like train.epochs");
+  EXPECT_EQ(override_error("train.batch_size=abc"),
+            "--set train.batch_size=abc: key 'train.batch_size' must be an integer >= 1, got "
+            "\"abc\"");
+  EXPECT_EQ(override_error("train.batch_size=2.5"),
+            "--set train.batch_size=2.5: key 'train.batch_size' must be an integer >= 1, got 2.5");
+  EXPECT_EQ(override_error("train.batchsize=8"),
+            "--set train.batchsize=8: unknown key 'train.batchsize'; did you mean "
+            "'train.batch_size'?");
+  EXPECT_EQ(override_error("trian.epochs=3"),
+            "--set trian.epochs=3: unknown section 'trian'; did you mean 'train'?");
+}
+
+TEST(ConfigCanonicalText, ListsEveryKeyInOrderAsToml) {
+  const std::string text = canonical_text(TrainConfig{});
+  std::istringstream lines(text);
+  std::string line;
+  for (const std::string& key : config_keys()) {
+    ASSERT_TRUE(std::getline(lines, line));
+    EXPECT_TRUE(line.starts_with(key + " = ")) << line;
+  }
+  EXPECT_FALSE(std::getline(lines, line)) << "extra line: " << line;
+  EXPECT_TRUE(contains(text, "data.dataset = \"mnist\"\n"));
+  EXPECT_TRUE(contains(text, "model.layers = [784, 1024, 512, 10]\n"));
+  EXPECT_TRUE(contains(text, "optim.lr = 0.01\n"));
+  EXPECT_TRUE(contains(text, "optim.eps = 1e-08\n"));
+  EXPECT_TRUE(contains(text, "optim.nesterov = false\n"));
+  EXPECT_TRUE(contains(text, "strategy.bucket_mb = 25.0\n"));
+  EXPECT_TRUE(contains(text, "train.export = \"\"\n"));
+}
+
+TEST(ConfigCanonicalText, ParsesBackToTheSameText) {
+  const TrainConfig original = parse_config(
+      "[data]\npath = 'odd \"name\" \\ with\ttab'\n[optim]\nlr = 0.30000000000000004\n"
+      "momentum = 0.9\nnesterov = true\n[model]\nname = \"mlp\"\nlayers = [3, 2]\n"
+      "[train]\nseed = 123456789012\n",
+      "x.toml");
+  const std::string text = canonical_text(original);
+  const TrainConfig reread = parse_config(text, "canonical");
+  EXPECT_EQ(canonical_text(reread), text);
+  EXPECT_EQ(reread.data.path, original.data.path);
+  EXPECT_EQ(reread.optim.lr, original.optim.lr);  // exactly: ranks hash this text
+  EXPECT_EQ(canonical_text(TrainConfig{}), canonical_text(parse_config(canonical_text({}), "d")));
+}
+
+TEST(ConfigKeys, NameEveryKeyOnceSectionBySection) {
+  const std::vector<std::string>& keys = config_keys();
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
+  EXPECT_EQ(keys.front(), "data.dataset");
+  EXPECT_EQ(keys.back(), "strategy.find_unused_parameters");
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "train.export"), keys.end());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), "optim.scale_lr"), keys.end());
+}
+
+TEST(ConfigLoad, ReadsTheFileThenTheOverrides) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / cat("distml_config_test_", ::getpid(), ".toml");
+  std::ofstream(path) << "[train]\nepochs = 5\nbatch_size = 16\n";
+  const TrainConfig c = load_config(path.string(), {"train.epochs=6"});
+  std::filesystem::remove(path);
+  EXPECT_EQ(c.source, path.string());
+  EXPECT_EQ(c.train.epochs, 6);
+  EXPECT_EQ(c.train.batch_size, 16);
+}
+
+TEST(ConfigLoad, MissingFileNamesThePath) {
+  const std::string path = "/nonexistent/distml/run.toml";
+  try {
+    load_config(path);
+    ADD_FAILURE() << "loaded a missing file";
+  } catch (const ConfigError& e) {
+    EXPECT_TRUE(std::string(e.what()).starts_with(path + ": cannot open")) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace distml::train

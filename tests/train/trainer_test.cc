@@ -1,0 +1,219 @@
+// The trainer against its single-process reference: N ranks with batch b each must follow the
+// trajectory of one rank with batch N*b over the same global order; resuming must not change
+// the trajectory at all.
+#include "distml/train/trainer.h"
+
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <mutex>
+
+#include "../data/temp_dir.h"
+#include "distml/comm/local/local_world.h"
+#include "distml/core/error.h"
+#include "distml/data/permutation.h"
+
+namespace distml::train {
+namespace {
+
+using data::testing::TempDir;
+
+// Random 28x28 "images" with labels that depend on them, so that training has a signal.
+TaskData synthetic_images(std::size_t n) {
+  TaskData t;
+  t.num_classes = 10;
+  for (auto* d : {&t.train, &t.test}) {
+    d->num_samples = n;
+    d->feature_dim = 784;
+    d->sample_shape = {28, 28};
+    data::SplitMix64 rng(d == &t.train ? 11 : 12);
+    for (std::size_t i = 0; i < n * 784; ++i) d->features.push_back((rng.next() % 256) / 255.0f);
+    for (std::size_t i = 0; i < n; ++i)
+      d->labels.push_back(static_cast<std::int64_t>(d->row(i)[0] * 9.99f));
+  }
+  return t;
+}
+
+TrainConfig config_for(const std::string& model, const std::string& optim, int batch, int steps) {
+  TrainConfig c;
+  c.model.name = model;
+  c.optim.name = optim;
+  c.optim.lr = optim == "sgd" ? 0.05 : 1e-3;
+  c.optim.momentum = optim == "sgd" ? 0.9 : 0.0;
+  c.train.batch_size = batch;
+  c.train.max_steps = steps;
+  c.train.log_every = 1000;
+  c.strategy.first_bucket_mb = 0.05;  // several buckets, launched while backward runs
+  c.strategy.bucket_mb = 0.5;
+  return c;
+}
+
+struct RankOutcome {
+  TrainResult result;
+  std::vector<torch::Tensor> params;
+};
+
+// Runs `fn(comm)` on `world` local ranks and returns each rank's outcome.
+template <class Fn>
+std::vector<RankOutcome> on_ranks(int world, Fn fn) {
+  std::mutex mutex;
+  std::vector<RankOutcome> out(world);
+  comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
+    auto outcome = fn(comm);
+    std::lock_guard lock(mutex);
+    out[comm.rank()] = std::move(outcome);
+  });
+  return out;
+}
+
+RankOutcome train_once(const TrainConfig& c, comm::Communicator& comm, const TaskData& data,
+                       const std::string& resume_from = "") {
+  Trainer trainer(c, comm, data);
+  if (!resume_from.empty()) trainer.resume(resume_from);
+  RankOutcome o;
+  o.result = trainer.run();
+  for (auto& p : trainer.model().parameters()) o.params.push_back(p.detach().clone());
+  return o;
+}
+
+// Largest relative difference ||a - b|| / ||b|| over the parameter tensors.
+double max_relative_difference(const std::vector<torch::Tensor>& a,
+                               const std::vector<torch::Tensor>& b) {
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, ((a[i] - b[i]).norm() / b[i].norm()).item<double>());
+  return worst;
+}
+
+struct Case {
+  std::string model, optim;
+  int world;
+};
+
+class TrainerEquivalence : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TrainerEquivalence, NRanksEqualOneRankOnTheNTimesBatch) {
+  const auto& [model, optim, world] = GetParam();
+  const int batch = 4, steps = 20;
+  auto data = synthetic_images(batch * world * steps);
+  auto reference = on_ranks(1, [&](comm::Communicator& comm) {
+    return train_once(config_for(model, optim, batch * world, steps), comm, data);
+  });
+  auto ranks = on_ranks(world, [&](comm::Communicator& comm) {
+    return train_once(config_for(model, optim, batch, steps), comm, data);
+  });
+  for (int r = 0; r < world; ++r) {
+    // Declared tolerance: float32 sums in another order, through 20 steps.
+    EXPECT_LE(max_relative_difference(ranks[r].params, reference[0].params), 1e-5) << "rank " << r;
+    EXPECT_EQ(ranks[r].result.param_checksum, ranks[0].result.param_checksum) << "rank " << r;
+    EXPECT_EQ(ranks[r].result.steps, steps);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ModelsOptimizersWorlds, TrainerEquivalence,
+                         ::testing::Values(Case{"mlp", "sgd", 2}, Case{"mlp", "sgd", 3},
+                                           Case{"mlp", "sgd", 4}, Case{"mlp", "adam", 2},
+                                           Case{"mlp", "adam", 3}, Case{"mlp", "adam", 4},
+                                           Case{"lenet5", "sgd", 2}, Case{"lenet5", "sgd", 3},
+                                           Case{"lenet5", "sgd", 4}, Case{"lenet5", "adam", 2},
+                                           Case{"lenet5", "adam", 3}, Case{"lenet5", "adam", 4}),
+                         [](const auto& info) {
+                           return info.param.model + "_" + info.param.optim + "_np" +
+                                  std::to_string(info.param.world);
+                         });
+
+TEST(Trainer, BucketsAreReducedWhileBackwardStillRuns) {
+  auto data = synthetic_images(64);
+  auto ranks = on_ranks(2, [&](comm::Communicator& comm) {
+    return train_once(config_for("mlp", "sgd", 8, 3), comm, data);
+  });
+  EXPECT_GT(ranks[0].result.early_bucket_launches, 0);
+  EXPECT_GT(ranks[0].result.comm_time_s, 0);
+}
+
+class TrainerResume : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainerResume, KStepsThenKMoreEqualTwoKStraight) {
+  const int k = 6;
+  TempDir dir;
+  auto data = synthetic_images(200);  // 200 / (8 x 2) = 12 steps an epoch: crosses one
+  auto config = config_for("lenet5", GetParam(), 8, 2 * k);
+  config.schedule.name = "step";  // the step counter must survive the restart too
+  config.schedule.step_size = 4;
+  config.schedule.gamma = 0.5;
+  auto straight =
+      on_ranks(2, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+  auto first = config;
+  first.train.max_steps = k;
+  first.train.checkpoint_dir = dir.file("ckpt");
+  on_ranks(2, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
+  auto resumed = on_ranks(2, [&](comm::Communicator& comm) {
+    return train_once(config, comm, data, dir.file("ckpt"));
+  });
+  EXPECT_EQ(resumed[0].result.steps, k);
+  EXPECT_EQ(resumed[0].result.global_step, 2 * k);
+  for (std::size_t i = 0; i < straight[0].params.size(); ++i)
+    EXPECT_TRUE(torch::equal(resumed[0].params[i], straight[0].params[i])) << "parameter " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Optimizers, TrainerResume, ::testing::Values("sgd", "adam"));
+
+TEST(Trainer, ResumingWithAnotherBatchSizeIsACheckpointError) {
+  TempDir dir;
+  auto data = synthetic_images(64);
+  auto config = config_for("mlp", "sgd", 8, 2);
+  config.train.checkpoint_dir = dir.file("ckpt");
+  on_ranks(1, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+  config.train.batch_size = 4;
+  try {
+    on_ranks(1, [&](comm::Communicator& comm) {
+      return train_once(config, comm, data, dir.file("ckpt"));
+    });
+    FAIL() << "resumed with another batch size";
+  } catch (const CheckpointError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.batch_size"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Trainer, RanksWithDifferentConfigsFailAtStartOnEveryRank) {
+  auto data = synthetic_images(32);
+  std::mutex mutex;
+  std::vector<std::string> errors(3);
+  comm::local::run_ranks(3, {}, [&](comm::Communicator& comm) {
+    auto config = config_for("mlp", "sgd", 4, 1);
+    if (comm.rank() == 2) config.optim.lr = 0.5;
+    try {
+      Trainer trainer(config, comm, data);
+    } catch (const ConfigError& e) {
+      std::lock_guard lock(mutex);
+      errors[comm.rank()] = e.what();
+    }
+  });
+  for (int r = 0; r < 3; ++r)
+    EXPECT_NE(errors[r].find("rank(s) 2 run a different configuration"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+}
+
+TEST(Trainer, CharLstmLearnsARepetitiveText) {
+  TaskData t;
+  t.kind = TaskKind::language_model;
+  t.num_classes = 4;
+  const std::size_t window = 17;  // seq_len 16 + 1
+  for (auto* d : {&t.train, &t.test}) {
+    d->num_samples = 64;
+    d->feature_dim = window;
+    d->sample_shape = {window};
+    for (std::size_t i = 0; i < 64 * window; ++i) d->features.push_back(i % 4);  // "abcdabcd..."
+    d->labels.assign(64, 0);
+  }
+  TrainConfig c = config_for("char_lstm", "adam", 8, 40);
+  c.optim.lr = 0.01;
+  c.model.hidden_size = 32;
+  c.model.embedding_dim = 8;
+  auto ranks = on_ranks(2, [&](comm::Communicator& comm) { return train_once(c, comm, t); });
+  EXPECT_LT(ranks[0].result.test.perplexity, 1.5);  // uniform guessing would be 4
+  EXPECT_GT(ranks[0].result.test.accuracy, 0.9);
+}
+
+}  // namespace
+}  // namespace distml::train
