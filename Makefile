@@ -15,10 +15,9 @@ $(BUILD)/build.ninja:
 build: setup $(BUILD)/build.ninja
 	@ninja -C $(BUILD)
 
-# The main job: the all-reduce benchmark at $(NP) ranks against raw MPI_Allreduce.
-run: build
-	$(BUILD)/distml bench allreduce --np $(NP) --engine mpi --algo native,ring,hd,tree,auto \
-	  --sizes 4,1K,64K,1M,16M,64M
+# The main job: LeNet-5 on MNIST with $(NP) ranks for one epoch; prints the test accuracy.
+run: build data
+	$(BUILD)/distml train --config examples/mnist_lenet.toml --np $(NP)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900

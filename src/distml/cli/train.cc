@@ -1,7 +1,5 @@
 #include "train.h"
 
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
@@ -69,7 +67,7 @@ void print_summary(const train::TrainResult& r, const train::TaskData& data) {
 // What rank 0 shows while training: JSON lines, a progress bar on a terminal, or plain lines.
 struct Reporter {
   bool json;
-  bool bar_enabled = !json && ::isatty(1);
+  bool bar_enabled = !json && stdout_is_terminal();
   ProgressBar bar{stdout, "steps"};
 
   void event(const nlohmann::json& e) {

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# `distml train` as users run it, on a small generated data set.
+# Usage: train_cli.sh DISTML SCENARIO [ARGS...]
+#   done ENGINE NP          the --json done line has the documented keys; export loads in torch
+#   resume ENGINE NP        4 steps, then --resume for 4 more == 8 steps straight
+#   bad-input               each bad input is a clear error with exit code 2
+set -uo pipefail
+distml=$1 scenario=$2
+shift 2
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+"$python" "$here/make_idx.py" "$dir/data"
+
+cat >"$dir/lenet.toml" <<TOML
+[data]
+dataset = "mnist"
+path = "$dir/data"
+[model]
+name = "lenet5"
+[optim]
+name = "sgd"
+lr = 0.05
+momentum = 0.9
+[train]
+batch_size = 16
+max_steps = 8
+log_every = 4
+TOML
+
+fail() { echo "FAIL: $*" >&2; exit 1; }
+field() { "$python" -c "import json,sys; print(json.loads(sys.argv[1])[sys.argv[2]])" "$1" "$2"; }
+
+# expect CODE PATTERN CMD...: the command exits with CODE and its output contains PATTERN.
+expect() {
+  local code=$1 pattern=$2
+  shift 2
+  local out rc
+  out=$("$@" 2>&1)
+  rc=$?
+  [[ $rc -eq $code ]] || fail "expected exit $code, got $rc from: $*"$'\n'"$out"
+  grep -qF -- "$pattern" <<<"$out" || fail "output of '$*' lacks: $pattern"$'\n'"$out"
+  echo "ok: exit $rc, '$pattern'"
+}
+
+case $scenario in
+  done)
+    engine=$1 np=$2
+    out=$("$distml" train --config "$dir/lenet.toml" --engine "$engine" --np "$np" --json \
+      --set train.export="\"$dir/weights.pt\"") || fail "train exited with $?"
+    done_line=$(tail -n 1 <<<"$out")
+    "$python" - "$done_line" <<'PY' || exit 1
+import json, sys
+d = json.loads(sys.argv[1])
+keys = ["test_accuracy", "test_loss", "steps", "steps_per_sec", "samples_per_sec",
+        "comm_time_s", "overlap_fraction", "wall_s"]
+missing = [k for k in keys if k not in d]
+assert d.get("event") == "done" and not missing, f"done line lacks {missing}: {d}"
+assert d["steps"] == 8 and d["steps_per_sec"] > 0 and 0 <= d["test_accuracy"] <= 1, d
+print("ok: done line", d)
+PY
+    grep -q '"event":"step"' <<<"$out" || fail "no step metrics in: $out"
+    "$python" - "$dir/weights.pt" <<'PY' || exit 1
+import sys, torch
+w = torch.load(sys.argv[1])
+want = {"conv1.weight": (6, 1, 5, 5), "conv2.weight": (16, 6, 5, 5), "fc3.bias": (10,)}
+for name, shape in want.items():
+    assert tuple(w[name].shape) == shape, (name, w[name].shape)
+print("ok: torch.load reads", len(w), "tensors")
+PY
+    ;;
+  resume)
+    engine=$1 np=$2
+    run() { "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np "$np" --json "$@" | tail -n 1; }
+    straight=$(run) || fail "straight run failed"
+    run --set train.max_steps=4 --set train.checkpoint_dir="\"$dir/ckpt\"" >/dev/null ||
+      fail "first half failed"
+    resumed=$(run --resume "$dir/ckpt") || fail "resumed run failed"
+    [[ $(field "$resumed" steps) == 4 && $(field "$resumed" global_step) == 8 ]] ||
+      fail "resumed run did not take steps 5-8: $resumed"
+    [[ $(field "$resumed" param_checksum) == $(field "$straight" param_checksum) ]] ||
+      fail "4 + 4 steps differ from 8 straight: $resumed vs $straight"
+    echo "ok: 4 + 4 steps == 8 straight ($(field "$straight" param_checksum))"
+    # A damaged checkpoint is refused, naming the file.
+    printf 'x' | dd of="$dir/ckpt/checkpoint.dml" bs=1 seek=100 conv=notrunc 2>/dev/null
+    expect 2 "checksum mismatch" "$distml" train --config "$dir/lenet.toml" --engine "$engine" \
+      --np "$np" --resume "$dir/ckpt"
+    ;;
+  bad-input)
+    train() { "$distml" train --config "$dir/lenet.toml" --engine local "$@"; }
+    expect 2 "run \`make data\`" train --set data.path="\"$dir/nowhere\""
+    expect 2 "did you mean 'train.batch_size'" train --set train.batchsize=3
+    "$python" "$here/make_idx.py" "$dir/magic" --bad-magic
+    expect 2 "train-images-idx3-ubyte: bad IDX magic number at offset 0" train --set data.path="\"$dir/magic\""
+    "$python" "$here/make_idx.py" "$dir/short" --truncate
+    expect 2 "train-images-idx3-ubyte: truncated at offset" train --set data.path="\"$dir/short\""
+    "$python" "$here/make_idx.py" "$dir/label" --label 12
+    expect 2 "label 12 of sample 0" train --set data.path="\"$dir/label\""
+    # Ranks started with different configs: every rank stops at start, exit code 2.
+    expect 2 "run a different configuration than rank 0" "$distml" launch -n 2 -- sh -c \
+      "exec '$distml' train --config '$dir/lenet.toml' --set train.seed=\$OMPI_COMM_WORLD_RANK"
+    ;;
+  *) fail "unknown scenario $scenario" ;;
+esac
