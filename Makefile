@@ -22,8 +22,11 @@ run: build data
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
 
-bench: build
+# Collectives against raw MPI, training speed against PyTorch DDP, accuracy targets (~45 min).
+bench: build data
 	bash bench/collectives.sh
+	bash bench/train_speed.sh
+	bash bench/train_accuracy.sh
 
 data: setup
 	@bash scripts/setup.sh --data

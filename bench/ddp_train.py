@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 import time
+import traceback
 from datetime import timedelta
 
 import numpy as np
@@ -139,8 +140,24 @@ def run_rank(rank, args, port, start_time):
             "samples_per_sec": steps_per_sec * args.batch_size * args.np, "time_s": time_s,
             "wall_s": time.time() - start_time, "torch": torch.__version__,
         }), flush=True)
-    dist.barrier()
-    dist.destroy_process_group()
+    dist.barrier()  # no rank leaves while another still reads from it
+
+
+def rank_main(rank, args, port, start_time):
+    """One rank, ended with os._exit so that neither success nor failure tears torch down."""
+    # torch 1.13 can deadlock in teardown: ~Reducer drops the last reference to the gloo
+    # process group, whose destructor joins its worker threads while holding the GIL, and a
+    # worker that is just releasing a finished Work frees a tensor with a Python object,
+    # which needs the GIL. Seen here on a loaded machine (mlp, 2 ranks); exiting skips it.
+    code = 0
+    try:
+        run_rank(rank, args, port, start_time)
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def free_port():
@@ -177,8 +194,8 @@ def main():
             print(f"ddp_train: missing data file {path}", file=sys.stderr)
             return 1
     try:
-        mp.spawn(run_rank, args=(args, free_port(), start_time), nprocs=args.np)
-    except Exception as e:  # a rank failed; its traceback is already on stderr
+        mp.spawn(rank_main, args=(args, free_port(), start_time), nprocs=args.np)
+    except Exception as e:  # a rank failed (the others are killed); its traceback is above
         print(f"ddp_train: {type(e).__name__}: {e}", file=sys.stderr)
         return 1
     return 0

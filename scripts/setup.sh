@@ -16,7 +16,7 @@ packages=(
   zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
-  python3 procps  # the tests' JSON checks and process checks
+  python3 procps jq  # the tests' JSON checks and process checks; jq for bench scripts
   python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
 )
 if ((want_data)); then

@@ -156,7 +156,8 @@ TEST_P(TrainerResume, KStepsThenKMoreEqualTwoKStraight) {
     EXPECT_TRUE(torch::equal(resumed[0].params[i], straight[0].params[i])) << "parameter " << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Optimizers, TrainerResume, ::testing::Values("sgd", "adam"));
+INSTANTIATE_TEST_SUITE_P(Optimizers, TrainerResume, ::testing::Values("sgd", "adam"),
+                         [](const auto& info) { return info.param; });
 
 TEST(Trainer, ResumingWithAnotherBatchSizeIsACheckpointError) {
   TempDir dir;
