@@ -18,6 +18,7 @@ packages=(
   clang-format
   python3 procps jq  # the tests' JSON checks and process checks; jq for bench scripts
   python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
+  python3-sklearn  # the classical estimators are checked against scikit-learn
 )
 if ((want_data)); then
   packages+=(dataset-fashion-mnist)
