@@ -6,6 +6,7 @@
 #include "bench.h"
 #include "distml/core/error.h"
 #include "distml/core/version.h"
+#include "fit.h"
 #include "launch.h"
 #include "train.h"
 
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
   distml::cli::add_launch_command(app);
   distml::cli::add_bench_command(app, argc, argv);
   distml::cli::add_train_command(app, argc, argv);
+  distml::cli::add_fit_commands(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,105 @@
+#include "distml/ml/estimator.h"
+
+#include "distml/core/error.h"
+#include "distml/ml/kmeans.h"
+#include "distml/ml/linear_svc.h"
+#include "distml/ml/logistic_regression.h"
+#include "distml/ml/naive_bayes.h"
+
+namespace distml::ml {
+namespace {
+
+// Wraps an estimator class with options of type Options and a set_option(Options&, key, value).
+template <class Model, class Options>
+class Adapter final : public Estimator {
+ public:
+  Adapter(std::string name, bool supervised) : name_(std::move(name)), supervised_(supervised) {}
+  Adapter(std::string name, bool supervised, Model model)
+      : name_(std::move(name)), supervised_(supervised), model_(std::move(model)) {}
+
+  void set(const std::string& key, const std::string& value) override {
+    set_option(options_, key, value);
+    model_ = Model(options_);
+  }
+  void fit(const LocalData& data, comm::Communicator& comm) override { model_.fit(data, comm); }
+  std::vector<std::int64_t> predict(const LocalData& data) const override {
+    return model_.predict(data);
+  }
+  double score(const LocalData& data, comm::Communicator& comm) const override {
+    return model_.score(data, comm);
+  }
+  bool supervised() const override { return supervised_; }
+  int iterations() const override {
+    if constexpr (requires { model_.iterations(); })
+      return model_.iterations();
+    else if constexpr (requires { model_.n_iter(); })
+      return model_.n_iter();
+    else
+      return 1;  // one pass of sufficient statistics
+  }
+  nlohmann::json to_json() const override { return model_.to_json(); }
+
+ private:
+  std::string name_;
+  bool supervised_;
+  Options options_;
+  Model model_{options_};
+};
+
+struct Entry {
+  std::string name;       // on the command line
+  std::string json_name;  // the "estimator" field of its model files
+  std::function<std::unique_ptr<Estimator>()> make;
+  std::function<std::unique_ptr<Estimator>(const nlohmann::json&)> load;
+};
+
+template <class Model, class Options>
+Entry entry(const std::string& name, const std::string& json_name, bool supervised) {
+  return {name, json_name,
+          [=] { return std::make_unique<Adapter<Model, Options>>(name, supervised); },
+          [=](const nlohmann::json& j) {
+            return std::make_unique<Adapter<Model, Options>>(name, supervised, Model::from_json(j));
+          }};
+}
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+      entry<KMeans, KMeansOptions>("kmeans", "kmeans", false),
+      entry<LogisticRegression, LogisticRegressionOptions>("logreg", "logistic_regression", true),
+      entry<LinearSVC, LinearSVCOptions>("svm", "linear_svc", true),
+      entry<GaussianNB, GaussianNBOptions>("nb", "gaussian_nb", true),
+      entry<MultinomialNB, MultinomialNBOptions>("multinomial_nb", "multinomial_nb", true),
+  };
+  return entries;
+}
+
+const Entry& find(const std::string& name, bool from_file) {
+  for (const auto& e : registry())
+    if ((from_file ? e.json_name : e.name) == name) return e;
+  std::string valid;
+  for (const auto& e : registry()) valid += (valid.empty() ? "" : ", ") + e.name;
+  const std::string what = cat("unknown estimator '", name, "' (valid: ", valid, ")");
+  if (from_file) throw DataError(what);
+  throw ConfigError(what);
+}
+
+}  // namespace
+
+const std::vector<std::string>& estimator_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& e : registry()) out.push_back(e.name);
+    return out;
+  }();
+  return names;
+}
+
+std::unique_ptr<Estimator> make_estimator(const std::string& name) {
+  return find(name, false).make();
+}
+
+std::unique_ptr<Estimator> estimator_from_json(const nlohmann::json& model) {
+  return find(model.at("estimator").get<std::string>(), true).load(model);
+}
+
+}  // namespace distml::ml

@@ -1,0 +1,44 @@
+// One interface over the classical estimators, so that `distml fit` and `distml predict` treat
+// k-means, logistic regression, linear SVM, naive Bayes and GBDT alike.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/ml/local_data.h"
+
+namespace distml::ml {
+
+class Estimator {
+ public:
+  virtual ~Estimator() = default;
+  /// Sets an option by its name (`k`, `C`, `max_iter`, ...); ConfigError naming the valid ones.
+  virtual void set(const std::string& key, const std::string& value) = 0;
+  /// Collective: every rank passes its own rows.
+  virtual void fit(const LocalData& data, comm::Communicator& comm) = 0;
+  /// Class ids (cluster ids for k-means) of this rank's rows.
+  virtual std::vector<std::int64_t> predict(const LocalData& data) const = 0;
+  /// Collective: accuracy over all ranks' rows; for k-means, minus the inertia (as
+  /// scikit-learn's score).
+  virtual double score(const LocalData& data, comm::Communicator& comm) const = 0;
+  /// Whether fit needs labels (k-means does not).
+  virtual bool supervised() const { return true; }
+  /// Iterations (or boosting rounds) the last fit took.
+  virtual int iterations() const = 0;
+  /// The fitted model, with "estimator" naming it, for save_model_file.
+  virtual nlohmann::json to_json() const = 0;
+};
+
+/// The estimator names, in the order messages list them.
+const std::vector<std::string>& estimator_names();
+/// A fresh estimator with default options; ConfigError listing the names otherwise.
+std::unique_ptr<Estimator> make_estimator(const std::string& name);
+/// The estimator a model file holds (its "estimator" field); DataError when unknown.
+std::unique_ptr<Estimator> estimator_from_json(const nlohmann::json& model);
+
+}  // namespace distml::ml

@@ -1,0 +1,171 @@
+#include "distml/ml/estimator_support.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "distml/core/error.h"
+
+namespace distml::ml {
+
+void allreduce_sum(comm::Communicator& comm, std::vector<double>& v) {
+  comm.allreduce(comm::Buffer{v.data(), v.size(), comm::DType::f64});
+}
+
+void throw_if_any_rank_failed(comm::Communicator& comm, const std::string& local_error) {
+  std::int64_t first = local_error.empty() ? comm.size() : comm.rank();
+  comm.allreduce(comm::Buffer{&first, 1, comm::DType::i64}, {comm::ReduceOp::min});
+  if (first == comm.size()) return;
+  const int root = static_cast<int>(first);
+  std::int64_t length = static_cast<std::int64_t>(local_error.size());
+  comm.broadcast(comm::Buffer{&length, 1, comm::DType::i64}, root);
+  std::string message = comm.rank() == root ? local_error : std::string(length, ' ');
+  comm.broadcast(comm::Buffer{message.data(), message.size(), comm::DType::u8}, root);
+  throw DataError(cat("rank ", root, ": ", message));
+}
+
+std::string check_classification_shard(const LocalData& data, std::string_view who) {
+  if (data.x.size() != data.rows * data.features)
+    return cat(who, ": x holds ", data.x.size(), " values for ", data.rows, " rows of ",
+               data.features, " features");
+  if (data.y.size() != data.rows)
+    return cat(who, ": needs a class id per row; y holds ", data.y.size(), " for ", data.rows,
+               " rows");
+  if (data.num_classes < 2) return cat(who, ": needs at least 2 classes, got ", data.num_classes);
+  for (std::size_t i = 0; i < data.rows; ++i)
+    if (data.y[i] < 0 || data.y[i] >= data.num_classes)
+      return cat(who, ": row ", i, " of this rank has class id ", data.y[i], ", outside [0, ",
+                 data.num_classes, ")");
+  return {};
+}
+
+void check_shards_agree(comm::Communicator& comm, const LocalData& data, std::string_view who) {
+  const auto features = static_cast<double>(data.features);
+  const auto classes = static_cast<double>(data.num_classes);
+  const auto claimed = static_cast<double>(data.global_rows);
+  // Maxima of v and -v give the range of each value over ranks.
+  std::vector<double> extremes{features, -features, classes, -classes, claimed, -claimed};
+  comm.allreduce(comm::Buffer{extremes.data(), extremes.size(), comm::DType::f64},
+                 {comm::ReduceOp::max});
+  auto rows = static_cast<double>(data.rows);
+  comm.allreduce(comm::Buffer{&rows, 1, comm::DType::f64});
+  // Every value compared below is global, so all ranks throw together.
+  if (extremes[0] != -extremes[1])
+    throw DataError(cat(who, ": ranks disagree on the number of features (", -extremes[1], " to ",
+                        extremes[0], ")"));
+  if (extremes[2] != -extremes[3])
+    throw DataError(
+        cat(who, ": ranks disagree on num_classes (", -extremes[3], " to ", extremes[2], ")"));
+  if (rows == 0) throw DataError(cat(who, ": no rows on any rank"));
+  if (extremes[4] != rows || -extremes[5] != rows)
+    throw DataError(cat(who, ": global_rows (", -extremes[5], " to ", extremes[4],
+                        ") is not the sum of rows over ranks (", rows, ")"));
+}
+
+double global_accuracy(comm::Communicator& comm, const LocalData& data,
+                       const std::vector<std::int64_t>& predicted) {
+  DML_CHECK_EQ(predicted.size(), data.rows, "one prediction per row");
+  std::string error;
+  if (data.y.size() != data.rows) error = cat("score needs a class id per row");
+  throw_if_any_rank_failed(comm, error);
+  std::vector<double> counts{0, static_cast<double>(data.rows)};
+  for (std::size_t i = 0; i < data.rows; ++i) counts[0] += predicted[i] == data.y[i] ? 1 : 0;
+  allreduce_sum(comm, counts);
+  if (counts[1] == 0) throw DataError("score: no rows on any rank");
+  return counts[0] / counts[1];
+}
+
+double log_sum_exp(const double* z, std::size_t n) {
+  double m = -std::numeric_limits<double>::infinity();
+  for (std::size_t k = 0; k < n; ++k) m = std::max(m, z[k]);
+  if (!std::isfinite(m)) return m;
+  double s = 0;
+  for (std::size_t k = 0; k < n; ++k) s += std::exp(z[k] - m);
+  return m + std::log(s);
+}
+
+void normalize_log_proba(std::vector<double>& v, std::size_t n) {
+  for (std::size_t r = 0; r + n <= v.size(); r += n) {
+    const double lse = log_sum_exp(v.data() + r, n);
+    for (std::size_t k = 0; k < n; ++k) v[r + k] = std::exp(v[r + k] - lse);
+  }
+}
+
+std::int64_t argmax(const double* z, std::size_t n) {
+  return static_cast<std::int64_t>(std::max_element(z, z + n) - z);
+}
+
+std::vector<double> linear_decision(const LocalData& data, const std::vector<double>& coef,
+                                    const std::vector<double>& intercept, std::size_t outputs) {
+  const std::size_t f = data.features;
+  std::vector<double> z(data.rows * outputs);
+  for (std::size_t i = 0; i < data.rows; ++i) {
+    const double* x = data.row(i);
+    for (std::size_t m = 0; m < outputs; ++m) {
+      const double* w = coef.data() + m * f;
+      double s = intercept[m];
+      for (std::size_t j = 0; j < f; ++j) s += w[j] * x[j];
+      z[i * outputs + m] = s;
+    }
+  }
+  return z;
+}
+
+void check_feature_count(const LocalData& data, std::size_t features, std::string_view who) {
+  if (data.features != features)
+    throw DataError(cat(who, ": the model was fitted on ", features, " features, the data has ",
+                        data.features));
+  if (data.x.size() != data.rows * data.features)
+    throw DataError(cat(who, ": x holds ", data.x.size(), " values for ", data.rows, " rows of ",
+                        data.features, " features"));
+}
+
+double parse_double_option(std::string_view key, std::string_view value) {
+  double v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size() || !std::isfinite(v))
+    throw ConfigError(cat(key, ": expected a number, got \"", value, "\""));
+  return v;
+}
+
+int parse_int_option(std::string_view key, std::string_view value) {
+  int v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size())
+    throw ConfigError(cat(key, ": expected an integer, got \"", value, "\""));
+  return v;
+}
+
+std::uint64_t parse_uint64_option(std::string_view key, std::string_view value) {
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || end != value.data() + value.size())
+    throw ConfigError(cat(key, ": expected a non-negative integer, got \"", value, "\""));
+  return v;
+}
+
+bool parse_bool_option(std::string_view key, std::string_view value) {
+  if (value == "true" || value == "1") return true;
+  if (value == "false" || value == "0") return false;
+  throw ConfigError(cat(key, ": expected true or false, got \"", value, "\""));
+}
+
+void throw_unknown_option(std::string_view who, std::string_view key,
+                          std::initializer_list<std::string_view> valid) {
+  std::string list;
+  for (auto k : valid) list += (list.empty() ? "" : ", ") + std::string(k);
+  throw ConfigError(cat(who, ": unknown option \"", key, "\"; valid options: ", list));
+}
+
+void require_option(bool ok, std::string_view who, std::string_view key, std::string_view must) {
+  if (!ok) throw ConfigError(cat(who, ": ", key, " must be ", must));
+}
+
+const nlohmann::json& model_field(const nlohmann::json& j, const char* key, std::string_view who) {
+  if (!j.is_object() || !j.contains(key))
+    throw DataError(cat(who, " model: missing field \"", key, "\""));
+  return j.at(key);
+}
+
+}  // namespace distml::ml

@@ -1,0 +1,68 @@
+// Pieces the classifiers of ml/ share: collective input checks (so that one rank's bad shard
+// fails every rank instead of leaving the others waiting in a collective), global accuracy,
+// stable log-sum-exp, linear decision values, and parsing of options given by name.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/ml/local_data.h"
+
+namespace distml::ml {
+
+/// Sums `v` over ranks in place (f64).
+void allreduce_sum(comm::Communicator& comm, std::vector<double>& v);
+
+/// Collective: when any rank passes a non-empty `local_error`, every rank throws DataError with
+/// the message of the lowest such rank. Costs one small all-reduce when all is well.
+void throw_if_any_rank_failed(comm::Communicator& comm, const std::string& local_error);
+
+/// What is wrong with this rank's shard for a classifier called `who` (empty when nothing):
+/// x and y sizes, at least two classes, labels in [0, num_classes).
+std::string check_classification_shard(const LocalData& data, std::string_view who);
+
+/// Collective: DataError on every rank unless all ranks agree on features and num_classes,
+/// global_rows is the sum of rows over ranks, and that sum is positive.
+void check_shards_agree(comm::Communicator& comm, const LocalData& data, std::string_view who);
+
+/// Collective: the fraction of rows over all ranks whose class id equals `predicted`.
+/// DataError on every rank when no rank has a row.
+double global_accuracy(comm::Communicator& comm, const LocalData& data,
+                       const std::vector<std::int64_t>& predicted);
+
+/// log(sum_k exp(z[k])) without overflow; -inf entries contribute nothing.
+double log_sum_exp(const double* z, std::size_t n);
+
+/// Turns rows of n log-weights into probabilities in place (softmax per row).
+void normalize_log_proba(std::vector<double>& v, std::size_t n);
+
+/// Index of the largest of z[0..n) (the first one on ties).
+std::int64_t argmax(const double* z, std::size_t n);
+
+/// rows x outputs values x . coef[m] + intercept[m]; coef is outputs x data.features.
+std::vector<double> linear_decision(const LocalData& data, const std::vector<double>& coef,
+                                    const std::vector<double>& intercept, std::size_t outputs);
+
+/// DataError unless `data.features == features` (for a fitted model called `who`).
+void check_feature_count(const LocalData& data, std::size_t features, std::string_view who);
+
+// Options by name: the value as text, as it comes from the command line or config.
+double parse_double_option(std::string_view key, std::string_view value);
+int parse_int_option(std::string_view key, std::string_view value);
+std::uint64_t parse_uint64_option(std::string_view key, std::string_view value);
+bool parse_bool_option(std::string_view key, std::string_view value);
+/// The ConfigError for a key `who` does not have, listing the valid ones.
+[[noreturn]] void throw_unknown_option(std::string_view who, std::string_view key,
+                                       std::initializer_list<std::string_view> valid);
+/// ConfigError "who: key must be ..." unless `ok`.
+void require_option(bool ok, std::string_view who, std::string_view key, std::string_view must);
+
+/// The field `key` of a model's JSON; DataError naming `who` and the key when it is missing.
+const nlohmann::json& model_field(const nlohmann::json& j, const char* key, std::string_view who);
+
+}  // namespace distml::ml

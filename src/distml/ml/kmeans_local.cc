@@ -1,0 +1,170 @@
+#include "distml/ml/kmeans_local.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "distml/core/error.h"
+
+namespace distml::ml {
+namespace {
+
+// Four partial sums: independent chains the CPU can overlap, in a fixed order so the result
+// is the same wherever the row lives.
+double dot(const double* a, const double* b, std::size_t n) {
+  double s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Rows per block of assign_nearest: a block of points stays in cache while the centres stream.
+constexpr std::size_t kRowBlock = 64;
+
+}  // namespace
+
+double squared_distance(const double* a, const double* b, std::size_t features) {
+  double s = 0;
+  for (std::size_t j = 0; j < features; ++j) {
+    const double t = a[j] - b[j];
+    s += t * t;
+  }
+  return s;
+}
+
+void assign_nearest(const PointSet& points, const PointSet& centres, std::int64_t* labels,
+                    double* dist2) {
+  DML_CHECK_EQ(points.features, centres.features, "assign_nearest");
+  DML_CHECK(centres.rows > 0, "assign_nearest needs a centre");
+  const std::size_t d = points.features;
+  std::vector<double> centre_norm(centres.rows);
+  for (std::size_t j = 0; j < centres.rows; ++j)
+    centre_norm[j] = dot(centres.row(j), centres.row(j), d);
+  double best[kRowBlock];
+  for (std::size_t i0 = 0; i0 < points.rows; i0 += kRowBlock) {
+    const std::size_t n = std::min(kRowBlock, points.rows - i0);
+    std::fill(best, best + n, std::numeric_limits<double>::infinity());
+    for (std::size_t j = 0; j < centres.rows; ++j) {
+      const double* c = centres.row(j);
+      for (std::size_t i = 0; i < n; ++i) {
+        const double s = centre_norm[j] - 2 * dot(points.row(i0 + i), c, d);
+        if (s < best[i]) {
+          best[i] = s;
+          labels[i0 + i] = static_cast<std::int64_t>(j);
+        }
+      }
+    }
+    for (std::size_t i = 0; i < n; ++i)
+      dist2[i0 + i] = squared_distance(points.row(i0 + i), centres.row(labels[i0 + i]), d);
+  }
+}
+
+double nearest_distance_sum(const PointSet& points, const PointSet& centres) {
+  std::vector<std::int64_t> labels(points.rows);
+  std::vector<double> dist2(points.rows);
+  assign_nearest(points, centres, labels.data(), dist2.data());
+  double total = 0;
+  for (double v : dist2) total += v;
+  return total;
+}
+
+double uniform01(data::SplitMix64& rng) {
+  return static_cast<double>(rng.next() >> 11) * 0x1.0p-53;
+}
+
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
+  data::SplitMix64 h(seed);
+  data::SplitMix64 ha(h.next() ^ a);
+  data::SplitMix64 hb(ha.next() ^ b);
+  return hb.next();
+}
+
+std::vector<double> kmeans_plus_plus(const PointSet& points, const std::vector<double>& weights,
+                                     std::size_t k, data::SplitMix64& rng) {
+  const std::size_t n = points.rows, d = points.features;
+  DML_CHECK(n > 0 && k > 0, "kmeans_plus_plus on ", n, " points for k = ", k);
+  DML_CHECK_EQ(weights.size(), n, "kmeans_plus_plus weights");
+  std::vector<double> centres;
+  centres.reserve(k * d);
+  auto add_centre = [&](std::size_t i) {
+    centres.insert(centres.end(), points.row(i), points.row(i) + d);
+  };
+  // The index whose cumulative mass first exceeds `target` (clamped to the last point).
+  std::vector<double> cumulative(n);
+  auto draw = [&](const std::vector<double>& mass) {
+    double total = 0;
+    for (std::size_t i = 0; i < n; ++i) cumulative[i] = total += mass[i];
+    const double target = uniform01(rng) * total;
+    const auto it = std::upper_bound(cumulative.begin(), cumulative.end(), target);
+    return std::min<std::size_t>(it - cumulative.begin(), n - 1);
+  };
+
+  const std::size_t first = draw(weights);
+  add_centre(first);
+  std::vector<double> closest(n), mass(n), trial_closest(n), best_closest(n);
+  double potential = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    closest[i] = squared_distance(points.row(i), points.row(first), d);
+    potential += weights[i] * closest[i];
+  }
+  const int trials = 2 + static_cast<int>(std::log(static_cast<double>(k)));
+  for (std::size_t c = 1; c < k; ++c) {
+    if (!(potential > 0)) {  // every point sits on a centre: nothing left to spread out to
+      add_centre(c % n);
+      continue;
+    }
+    for (std::size_t i = 0; i < n; ++i) mass[i] = weights[i] * closest[i];
+    double best_potential = std::numeric_limits<double>::infinity();
+    std::size_t best = 0;
+    for (int t = 0; t < trials; ++t) {
+      const std::size_t candidate = draw(mass);
+      double pot = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        trial_closest[i] =
+            std::min(closest[i], squared_distance(points.row(i), points.row(candidate), d));
+        pot += weights[i] * trial_closest[i];
+      }
+      if (pot < best_potential) {
+        best_potential = pot;
+        best = candidate;
+        best_closest.swap(trial_closest);
+      }
+    }
+    add_centre(best);
+    closest.swap(best_closest);
+    potential = best_potential;
+  }
+  return centres;
+}
+
+void weighted_lloyd(const PointSet& points, const std::vector<double>& weights,
+                    std::vector<double>& centres, int max_iter) {
+  const std::size_t n = points.rows, d = points.features, k = centres.size() / d;
+  std::vector<std::int64_t> labels(n, -1), previous(n);
+  std::vector<double> dist2(n), sums(k * d), totals(k);
+  for (int it = 0; it < max_iter; ++it) {
+    previous.swap(labels);
+    assign_nearest(points, {centres.data(), k, d}, labels.data(), dist2.data());
+    if (labels == previous) return;
+    std::fill(sums.begin(), sums.end(), 0.0);
+    std::fill(totals.begin(), totals.end(), 0.0);
+    for (std::size_t i = 0; i < n; ++i) {
+      double* s = sums.data() + labels[i] * d;
+      for (std::size_t j = 0; j < d; ++j) s[j] += weights[i] * points.row(i)[j];
+      totals[labels[i]] += weights[i];
+    }
+    for (std::size_t c = 0; c < k; ++c) {
+      if (!(totals[c] > 0)) continue;
+      for (std::size_t j = 0; j < d; ++j) centres[c * d + j] = sums[c * d + j] / totals[c];
+    }
+  }
+}
+
+}  // namespace distml::ml

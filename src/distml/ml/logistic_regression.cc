@@ -1,0 +1,286 @@
+#include "distml/ml/logistic_regression.h"
+
+#include <cmath>
+#include <span>
+
+#include "distml/core/error.h"
+#include "distml/ml/estimator_support.h"
+#include "distml/ml/lbfgs.h"
+#include "distml/ml/minibatch_sgd.h"
+
+namespace distml::ml {
+namespace {
+
+constexpr std::string_view kName = "logistic_regression";
+
+void validate(const LogisticRegressionOptions& o) {
+  require_option(o.C > 0 && std::isfinite(o.C), kName, "C", "a positive number");
+  require_option(o.max_iter >= 1, kName, "max_iter", "at least 1");
+  require_option(o.tol >= 0, kName, "tol", "non-negative");
+  require_option(o.solver == "lbfgs" || o.solver == "sgd", kName, "solver", "\"lbfgs\" or \"sgd\"");
+  require_option(o.learning_rate > 0, kName, "learning_rate", "positive");
+  require_option(o.epochs >= 1, kName, "epochs", "at least 1");
+  require_option(o.batch_size >= 1, kName, "batch_size", "at least 1");
+}
+
+// Where the parameters of output m live in the flat vector the solvers see.
+struct Layout {
+  std::size_t features, outputs, stride;
+  bool intercept;
+  Layout(std::size_t f, std::int64_t classes, bool fit_intercept)
+      : features(f),
+        outputs(classes == 2 ? 1 : static_cast<std::size_t>(classes)),
+        stride(f + (fit_intercept ? 1 : 0)),
+        intercept(fit_intercept) {}
+  std::size_t size() const { return outputs * stride; }
+  bool penalised(std::size_t p) const { return !intercept || p % stride != features; }
+};
+
+double sigmoid(double z) {
+  if (z >= 0) return 1 / (1 + std::exp(-z));
+  const double e = std::exp(z);
+  return e / (1 + e);
+}
+
+// Adds the summed loss gradient of local rows (all of them when `rows` is empty and `all`)
+// to grad[0..layout.size()) and returns their summed loss.
+double add_loss_gradient(const LocalData& d, const Layout& l, const std::vector<double>& w,
+                         double* grad, std::span<const std::size_t> rows, bool all) {
+  const std::size_t n = all ? d.rows : rows.size();
+  std::vector<double> z(l.outputs);
+  double loss = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t i = all ? r : rows[r];
+    const double* x = d.row(i);
+    for (std::size_t m = 0; m < l.outputs; ++m) {
+      const double* wm = w.data() + m * l.stride;
+      double s = l.intercept ? wm[l.features] : 0.0;
+      for (std::size_t j = 0; j < l.features; ++j) s += wm[j] * x[j];
+      z[m] = s;
+    }
+    const auto y = d.y[i];
+    if (l.outputs == 1) {
+      // log(1 + exp(-m)) with margin m = +-z, written to neither overflow nor lose digits.
+      const double margin = y == 1 ? z[0] : -z[0];
+      loss += std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
+      z[0] = sigmoid(z[0]) - (y == 1 ? 1.0 : 0.0);
+    } else {
+      const double lse = log_sum_exp(z.data(), l.outputs);
+      loss += lse - z[y];
+      for (std::size_t m = 0; m < l.outputs; ++m)
+        z[m] = std::exp(z[m] - lse) - (static_cast<std::int64_t>(m) == y ? 1.0 : 0.0);
+    }
+    for (std::size_t m = 0; m < l.outputs; ++m) {
+      double* gm = grad + m * l.stride;
+      for (std::size_t j = 0; j < l.features; ++j) gm[j] += z[m] * x[j];
+      if (l.intercept) gm[l.features] += z[m];
+    }
+  }
+  return loss;
+}
+
+}  // namespace
+
+void set_option(LogisticRegressionOptions& o, std::string_view key, std::string_view value) {
+  if (key == "C")
+    o.C = parse_double_option(key, value);
+  else if (key == "max_iter")
+    o.max_iter = parse_int_option(key, value);
+  else if (key == "tol")
+    o.tol = parse_double_option(key, value);
+  else if (key == "fit_intercept")
+    o.fit_intercept = parse_bool_option(key, value);
+  else if (key == "solver")
+    o.solver = std::string(value);
+  else if (key == "learning_rate")
+    o.learning_rate = parse_double_option(key, value);
+  else if (key == "epochs")
+    o.epochs = parse_int_option(key, value);
+  else if (key == "batch_size")
+    o.batch_size = parse_int_option(key, value);
+  else if (key == "seed")
+    o.seed = parse_uint64_option(key, value);
+  else
+    throw_unknown_option(kName, key,
+                         {"C", "max_iter", "tol", "fit_intercept", "solver", "learning_rate",
+                          "epochs", "batch_size", "seed"});
+  validate(o);
+}
+
+LogisticRegression::LogisticRegression(LogisticRegressionOptions options)
+    : options_(std::move(options)) {
+  validate(options_);
+}
+
+double LogisticRegression::scaled_objective(const LocalData& data,
+                                            const LogisticRegressionOptions& options,
+                                            comm::Communicator& comm, const std::vector<double>& w,
+                                            std::vector<double>& grad) {
+  const Layout l(data.features, data.num_classes, options.fit_intercept);
+  DML_CHECK_EQ(w.size(), l.size(), "logistic regression parameters");
+  std::vector<double> buf(l.size() + 1, 0.0);  // gradient, then loss
+  buf[l.size()] = add_loss_gradient(data, l, w, buf.data(), {}, true);
+  allreduce_sum(comm, buf);
+  const double n = static_cast<double>(data.global_rows);
+  const double penalty = 1 / (options.C * n);
+  double f = buf[l.size()] / n;
+  grad.resize(l.size());
+  for (std::size_t p = 0; p < l.size(); ++p) {
+    grad[p] = buf[p] / n;
+    if (l.penalised(p)) {
+      f += 0.5 * penalty * w[p] * w[p];
+      grad[p] += penalty * w[p];
+    }
+  }
+  return f;
+}
+
+void LogisticRegression::fit(const LocalData& data, comm::Communicator& comm) {
+  validate(options_);
+  throw_if_any_rank_failed(comm, check_classification_shard(data, kName));
+  check_shards_agree(comm, data, kName);
+  const Layout l(data.features, data.num_classes, options_.fit_intercept);
+  const double n = static_cast<double>(data.global_rows);
+  std::vector<double> w(l.size(), 0.0);
+  if (options_.solver == "lbfgs") {
+    LbfgsOptions lo;
+    lo.max_iter = options_.max_iter;
+    lo.tol = options_.tol;
+    const auto r = minimize_lbfgs(
+        [&](const std::vector<double>& v, std::vector<double>& g) {
+          return scaled_objective(data, options_, comm, v, g);
+        },
+        std::move(w), lo);
+    w = r.w;
+    objective_ = options_.C * n * r.objective;
+    n_iter_ = r.iterations;
+    converged_ = r.converged;
+  } else {
+    std::vector<double> l2(l.size(), 0.0);
+    for (std::size_t p = 0; p < l.size(); ++p)
+      if (l.penalised(p)) l2[p] = 1 / (options_.C * n);
+    SgdOptions so{options_.learning_rate, options_.epochs,
+                  static_cast<std::size_t>(options_.batch_size), options_.seed};
+    auto r = minimize_sgd(
+        [&](std::span<const std::size_t> rows, const std::vector<double>& v,
+            std::vector<double>& g) {
+          return add_loss_gradient(data, l, v, g.data(), rows, false);
+        },
+        data.rows, std::move(w), l2, so, comm);
+    w = std::move(r.w);
+    std::vector<double> g;
+    objective_ = options_.C * n * scaled_objective(data, options_, comm, w, g);
+    n_iter_ = r.epochs;
+    converged_ = false;
+  }
+  num_classes_ = data.num_classes;
+  features_ = data.features;
+  class_names_ = data.class_names;
+  coef_.assign(l.outputs * l.features, 0.0);
+  intercept_.assign(l.outputs, 0.0);
+  for (std::size_t m = 0; m < l.outputs; ++m) {
+    for (std::size_t j = 0; j < l.features; ++j) coef_[m * l.features + j] = w[m * l.stride + j];
+    if (l.intercept) intercept_[m] = w[m * l.stride + l.features];
+  }
+}
+
+void LogisticRegression::check_fitted(std::string_view what) const {
+  if (num_classes_ == 0) throw DataError(cat(kName, ": ", what, " before fit"));
+}
+
+std::vector<double> LogisticRegression::decision_function(const LocalData& data) const {
+  check_fitted("decision_function");
+  check_feature_count(data, features_, kName);
+  return linear_decision(data, coef_, intercept_, outputs());
+}
+
+std::vector<double> LogisticRegression::predict_proba(const LocalData& data) const {
+  auto z = decision_function(data);
+  if (outputs() > 1) {
+    normalize_log_proba(z, outputs());
+    return z;
+  }
+  std::vector<double> p(2 * data.rows);
+  for (std::size_t i = 0; i < data.rows; ++i) {
+    p[2 * i + 1] = sigmoid(z[i]);
+    p[2 * i] = 1 - p[2 * i + 1];
+  }
+  return p;
+}
+
+std::vector<std::int64_t> LogisticRegression::predict(const LocalData& data) const {
+  const auto z = decision_function(data);
+  std::vector<std::int64_t> out(data.rows);
+  const std::size_t k = outputs();
+  for (std::size_t i = 0; i < data.rows; ++i)
+    out[i] = k == 1 ? (z[i] > 0 ? 1 : 0) : argmax(z.data() + i * k, k);
+  return out;
+}
+
+double LogisticRegression::score(const LocalData& data, comm::Communicator& comm) const {
+  return global_accuracy(comm, data, predict(data));
+}
+
+nlohmann::json LogisticRegression::to_json() const {
+  check_fitted("to_json");
+  const auto& o = options_;
+  return {{"estimator", kName},
+          {"version", 1},
+          {"options",
+           {{"C", o.C},
+            {"max_iter", o.max_iter},
+            {"tol", o.tol},
+            {"fit_intercept", o.fit_intercept},
+            {"solver", o.solver},
+            {"learning_rate", o.learning_rate},
+            {"epochs", o.epochs},
+            {"batch_size", o.batch_size},
+            {"seed", o.seed}}},
+          {"num_classes", num_classes_},
+          {"features", features_},
+          {"coef", coef_},
+          {"intercept", intercept_},
+          {"class_names", class_names_},
+          {"objective", objective_},
+          {"n_iter", n_iter_},
+          {"converged", converged_}};
+}
+
+LogisticRegression LogisticRegression::from_json(const nlohmann::json& j) {
+  try {
+    if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
+      throw DataError(cat("not a version 1 ", kName, " model"));
+    const auto& jo = model_field(j, "options", kName);
+    LogisticRegressionOptions o;
+    o.C = model_field(jo, "C", kName).get<double>();
+    o.max_iter = model_field(jo, "max_iter", kName).get<int>();
+    o.tol = model_field(jo, "tol", kName).get<double>();
+    o.fit_intercept = model_field(jo, "fit_intercept", kName).get<bool>();
+    o.solver = model_field(jo, "solver", kName).get<std::string>();
+    o.learning_rate = model_field(jo, "learning_rate", kName).get<double>();
+    o.epochs = model_field(jo, "epochs", kName).get<int>();
+    o.batch_size = model_field(jo, "batch_size", kName).get<int>();
+    o.seed = model_field(jo, "seed", kName).get<std::uint64_t>();
+    LogisticRegression m(o);
+    m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
+    m.features_ = model_field(j, "features", kName).get<std::size_t>();
+    m.coef_ = model_field(j, "coef", kName).get<std::vector<double>>();
+    m.intercept_ = model_field(j, "intercept", kName).get<std::vector<double>>();
+    m.class_names_ = model_field(j, "class_names", kName).get<std::vector<std::string>>();
+    m.objective_ = model_field(j, "objective", kName).get<double>();
+    m.n_iter_ = model_field(j, "n_iter", kName).get<int>();
+    m.converged_ = model_field(j, "converged", kName).get<bool>();
+    const std::size_t outputs = m.num_classes_ == 2 ? 1 : static_cast<std::size_t>(m.num_classes_);
+    if (m.num_classes_ < 2 || m.intercept_.size() != outputs ||
+        m.coef_.size() != outputs * m.features_)
+      throw DataError(cat(kName, " model: coef and intercept do not match num_classes ",
+                          m.num_classes_, " and features ", m.features_));
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(cat(kName, " model: ", e.what()));
+  } catch (const ConfigError& e) {
+    throw DataError(cat(kName, " model: ", e.what()));
+  }
+}
+
+}  // namespace distml::ml

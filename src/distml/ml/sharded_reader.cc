@@ -1,0 +1,702 @@
+#include "distml/ml/sharded_reader.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <set>
+#include <string_view>
+
+#include "distml/comm/block_range.h"
+#include "distml/core/error.h"
+#include "distml/data/idx_reader.h"
+
+namespace distml::ml {
+namespace {
+
+using comm::Communicator;
+
+// ---- Agreeing on errors and small values ----
+
+std::int64_t allreduce_i64(Communicator& comm, std::int64_t v, comm::ReduceOp op) {
+  comm.allreduce(comm::Buffer{&v, 1, comm::DType::i64}, {.op = op});
+  return v;
+}
+
+std::vector<std::int64_t> allgather_i64(Communicator& comm, std::int64_t v) {
+  std::vector<std::int64_t> all(static_cast<std::size_t>(comm.size()));
+  comm.allgather(comm::ConstBuffer{&v, 1, comm::DType::i64}, comm::view(all));
+  return all;
+}
+
+// The sum of `v` over the ranks below this one.
+std::int64_t exclusive_prefix(Communicator& comm, std::int64_t v) {
+  const std::vector<std::int64_t> all = allgather_i64(comm, v);
+  std::int64_t before = 0;
+  for (int r = 0; r < comm.rank(); ++r) before += all[static_cast<std::size_t>(r)];
+  return before;
+}
+
+// Every rank passes its error ("" if none); if any rank has one, every rank throws the
+// message of the lowest failing rank, broadcast from it.
+void throw_if_any_failed(Communicator& comm, const std::string& error) {
+  const std::int64_t failing =
+      allreduce_i64(comm, error.empty() ? comm.size() : comm.rank(), comm::ReduceOp::min);
+  if (failing == comm.size()) return;
+  const int root = static_cast<int>(failing);
+  std::int64_t length = static_cast<std::int64_t>(error.size());
+  comm.broadcast(comm::Buffer{&length, 1, comm::DType::i64}, root);
+  std::string message = comm.rank() == root ? error : std::string(length, '\0');
+  comm.broadcast(comm::Buffer{message.data(), message.size(), comm::DType::u8}, root);
+  if (comm.size() > 1) message += cat(" (found by rank ", root, " of ", comm.size(), ")");
+  throw DataError(message);
+}
+
+// Runs a local step that may throw DataError, then agrees on errors with the other ranks.
+template <class Step>
+void collectively(Communicator& comm, Step&& step) {
+  std::string error;
+  try {
+    step();
+  } catch (const DataError& e) {
+    error = e.what();
+  }
+  throw_if_any_failed(comm, error);
+}
+
+// ---- Parsing ----
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+std::optional<double> parse_number(std::string_view s) {
+  double v = 0;
+  const char* begin = s.data();
+  if (!s.empty() && s[0] == '+') ++begin;
+  const auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || begin == end) return std::nullopt;
+  return v;
+}
+
+template <class Int>
+std::optional<Int> parse_integer(std::string_view s) {
+  Int v = 0;
+  const char* begin = s.data();
+  if (!s.empty() && s[0] == '+') ++begin;
+  const auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || begin == end) return std::nullopt;
+  return v;
+}
+
+// Splits one CSV line into fields, unquoting "..." fields; throws on an unterminated quote.
+std::vector<std::string> split_fields(std::string_view line, char delim, const std::string& path,
+                                      std::size_t line_no) {
+  std::vector<std::string> fields;
+  std::string cur;
+  bool quoted = false;
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cur += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cur += c;
+      }
+    } else if (c == '"' && trim(cur).empty()) {
+      cur.clear();
+      quoted = true;
+    } else if (c == delim) {
+      fields.emplace_back(trim(cur));
+      cur.clear();
+    } else {
+      cur += c;
+    }
+  }
+  if (quoted)
+    throw DataError(cat(path, ":", line_no, ": unterminated quoted field in column ",
+                        fields.size() + 1, ": expected a closing '\"'"));
+  fields.emplace_back(trim(cur));
+  return fields;
+}
+
+// Calls fn(line, line_no) for every line of `text`, the first being number `first_line`.
+template <class Fn>
+void for_each_line(std::string_view text, std::size_t first_line, Fn&& fn) {
+  std::size_t line_no = first_line;
+  while (!text.empty()) {
+    const std::size_t nl = text.find('\n');
+    fn(text.substr(0, nl), line_no++);
+    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  }
+}
+
+std::size_t count_lines(std::string_view text) {
+  const auto n = static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+  return n + (!text.empty() && text.back() != '\n' ? 1 : 0);
+}
+
+// ---- Byte ranges ----
+
+std::ifstream open_binary(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw DataError(cat(path, ": cannot open: ", std::strerror(errno)));
+  return in;
+}
+
+std::uint64_t file_size(std::ifstream& in) {
+  in.seekg(0, std::ios::end);
+  const auto size = static_cast<std::uint64_t>(in.tellg());
+  in.seekg(0);
+  return size;
+}
+
+// Reads a file forward from `offset` in chunks, so that a rank reads only what it needs.
+class ForwardReader {
+ public:
+  ForwardReader(std::ifstream& in, std::uint64_t offset) : in_(in) {
+    in_.clear();  // an earlier read may have hit the end of the file
+    in_.seekg(static_cast<std::streamoff>(offset));
+  }
+  std::string& bytes() { return buf_; }
+  // Makes at least n bytes available unless the file ends first.
+  void fill(std::size_t n) {
+    while (buf_.size() < n && more(n - buf_.size())) {
+    }
+  }
+  // The index of the first '\n' at or after `from`, reading on as needed; npos at the end.
+  std::size_t find_newline(std::size_t from) {
+    fill(from);
+    for (;;) {
+      const std::size_t nl = buf_.find('\n', from);
+      if (nl != std::string::npos) return nl;
+      from = std::max(from, buf_.size());
+      if (!more(kChunk)) return std::string::npos;
+    }
+  }
+
+ private:
+  static constexpr std::size_t kChunk = 64 << 10;
+  bool more(std::size_t n) {
+    const std::size_t old = buf_.size();
+    buf_.resize(old + n);
+    in_.read(buf_.data() + old, static_cast<std::streamsize>(n));
+    buf_.resize(old + static_cast<std::size_t>(in_.gcount()));
+    return buf_.size() > old;
+  }
+  std::ifstream& in_;
+  std::string buf_;
+};
+
+// The whole lines of this rank's range of [data_begin, size) (see the header, step 2).
+std::string read_line_range(std::ifstream& in, std::uint64_t data_begin, std::uint64_t size,
+                            int rank, int ranks) {
+  const std::uint64_t n = size - data_begin;
+  const comm::BlockRange nominal = comm::block_range(n, ranks, rank);
+  ForwardReader reader(in, data_begin + nominal.begin);
+  const std::size_t nominal_size = nominal.size();
+  reader.fill(nominal_size);
+  std::size_t begin = 0, end = std::string::npos;
+  if (rank > 0) {
+    const std::size_t nl = reader.find_newline(0);
+    begin = nl == std::string::npos ? reader.bytes().size() : nl + 1;
+  }
+  if (rank + 1 < ranks) {
+    const std::size_t nl = reader.find_newline(nominal_size);
+    end = nl == std::string::npos ? reader.bytes().size() : nl + 1;
+  } else {
+    end = reader.bytes().size();
+  }
+  return reader.bytes().substr(begin, end - begin);
+}
+
+// The first non-blank line of a CSV file: its fields, 1-based number and the byte after it.
+struct CsvHeader {
+  std::vector<std::string> fields;
+  std::size_t line = 0;
+  std::uint64_t end = 0;
+};
+
+CsvHeader read_header(std::ifstream& in, const std::string& path, char delimiter) {
+  ForwardReader reader(in, 0);
+  CsvHeader h;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t nl = reader.find_newline(from);
+    const std::size_t stop = nl == std::string::npos ? reader.bytes().size() : nl;
+    ++h.line;
+    const std::string_view line(reader.bytes().data() + from, stop - from);
+    if (!trim(line).empty()) {
+      h.fields = split_fields(line, delimiter, path, h.line);
+      h.end = nl == std::string::npos ? stop : nl + 1;
+      return h;
+    }
+    if (nl == std::string::npos) throw DataError(cat(path, ": empty file, expected a header row"));
+    from = nl + 1;
+  }
+}
+
+std::size_t find_label_column(const CsvHeader& header, const CsvShardOptions& o,
+                              const std::string& path) {
+  const std::vector<std::string>& names = header.fields;
+  if (!o.label_name.empty()) {
+    const auto it = std::find(names.begin(), names.end(), o.label_name);
+    if (it != names.end()) return static_cast<std::size_t>(it - names.begin());
+    std::string list;
+    for (const std::string& h : names) list += (list.empty() ? "" : ", ") + h;
+    throw DataError(cat(path, ":", header.line, ": no label column named '", o.label_name,
+                        "'; expected one of: ", list));
+  }
+  const long n = static_cast<long>(names.size());
+  const long i = o.label_index < 0 ? n + o.label_index : o.label_index;
+  if (i < 0 || i >= n)
+    throw DataError(cat(path, ":", header.line, ": label column index ", o.label_index,
+                        " is outside the ", n, " columns of the header"));
+  return static_cast<std::size_t>(i);
+}
+
+// ---- Labels, agreed over all ranks ----
+
+// Raw labels of this rank's rows, with where each came from for messages.
+struct RawLabels {
+  std::vector<std::string> values;
+  std::vector<std::string> origins;  // "file:line: column c (name)" or "file:line"
+};
+
+// Fills d.y, d.num_classes and d.class_names (or d.targets for regression).
+void assign_labels(Communicator& comm, const RawLabels& raw, bool regression, LocalData& d) {
+  const std::size_t n = raw.values.size();
+  if (regression) {
+    d.targets.resize(n);
+    collectively(comm, [&] {
+      for (std::size_t i = 0; i < n; ++i) {
+        const std::optional<double> v = parse_number(raw.values[i]);
+        if (!v || !std::isfinite(*v))
+          throw DataError(cat(raw.origins[i], ": label '", raw.values[i],
+                              "' is not a finite number (regression)"));
+        d.targets[i] = *v;
+      }
+    });
+    return;
+  }
+  bool integers = true;
+  for (const std::string& s : raw.values)
+    integers = integers && parse_integer<std::int64_t>(s).has_value();
+  d.y.resize(n);
+  if (allreduce_i64(comm, integers ? 1 : 0, comm::ReduceOp::min) == 1) {
+    std::int64_t max_id = -1;
+    collectively(comm, [&] {
+      for (std::size_t i = 0; i < n; ++i) {
+        d.y[i] = *parse_integer<std::int64_t>(raw.values[i]);
+        if (d.y[i] < 0)
+          throw DataError(cat(raw.origins[i], ": label ", d.y[i],
+                              " is negative, expected a class id >= 0 (or a class name)"));
+        max_id = std::max(max_id, d.y[i]);
+      }
+    });
+    d.num_classes = allreduce_i64(comm, max_id, comm::ReduceOp::max) + 1;
+    return;
+  }
+  // Class names: all-gather each rank's distinct names, '\n'-terminated (labels hold none).
+  const std::set<std::string> mine(raw.values.begin(), raw.values.end());
+  std::string packed;
+  for (const std::string& s : mine) packed += s + '\n';
+  const std::vector<std::int64_t> sizes =
+      allgather_i64(comm, static_cast<std::int64_t>(packed.size()));
+  const std::vector<std::size_t> counts(sizes.begin(), sizes.end());
+  std::string all(
+      static_cast<std::size_t>(std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0})), '\0');
+  comm.allgatherv(comm::ConstBuffer{packed.data(), packed.size(), comm::DType::u8},
+                  comm::Buffer{all.data(), all.size(), comm::DType::u8}, counts);
+  std::set<std::string> names;
+  for_each_line(all, 0, [&](std::string_view s, std::size_t) { names.emplace(s); });
+  d.class_names.assign(names.begin(), names.end());
+  d.num_classes = static_cast<std::int64_t>(d.class_names.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto it = std::lower_bound(d.class_names.begin(), d.class_names.end(), raw.values[i]);
+    d.y[i] = it - d.class_names.begin();
+  }
+}
+
+// Replaces NaN (missing) features by the column's mean over all ranks.
+void impute_means(Communicator& comm, const std::string& path,
+                  const std::vector<std::string>& names, LocalData& d) {
+  const std::size_t f = d.features;
+  std::vector<double> stats(3 * f, 0.0);  // sum, present, missing per column
+  for (std::size_t i = 0; i < d.rows; ++i)
+    for (std::size_t c = 0; c < f; ++c) {
+      const double v = d.x[i * f + c];
+      if (std::isnan(v)) {
+        stats[2 * f + c] += 1;
+      } else {
+        stats[c] += v;
+        stats[f + c] += 1;
+      }
+    }
+  comm.allreduce(comm::view(stats));
+  for (std::size_t c = 0; c < f; ++c)
+    if (stats[2 * f + c] > 0 && stats[f + c] == 0)
+      throw DataError(
+          cat(path, ": feature '", names[c], "' is missing on every row, cannot impute its mean"));
+  for (std::size_t i = 0; i < d.rows; ++i)
+    for (std::size_t c = 0; c < f; ++c)
+      if (std::isnan(d.x[i * f + c])) d.x[i * f + c] = stats[c] / stats[f + c];
+}
+
+}  // namespace
+
+LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvShardOptions& o) {
+  if (o.impute != "" && o.impute != "mean")
+    throw ConfigError(cat("impute = '", o.impute, "': expected \"\" (missing values are errors) ",
+                          "or \"mean\""));
+  CsvHeader header;
+  std::size_t label_col = 0;
+  std::string text;
+  collectively(comm, [&] {
+    std::ifstream in = open_binary(path);
+    const std::uint64_t size = file_size(in);
+    header = read_header(in, path, o.delimiter);
+    if (header.fields.size() < 2)
+      throw DataError(cat(path, ":", header.line, ": header has ", header.fields.size(),
+                          " column, expected at least one feature and a label"));
+    label_col = find_label_column(header, o, path);
+    text = read_line_range(in, header.end, size, comm.rank(), comm.size());
+  });
+  const std::size_t first_line = header.line + 1 +
+                                 static_cast<std::size_t>(exclusive_prefix(
+                                     comm, static_cast<std::int64_t>(count_lines(text))));
+
+  const std::vector<std::string>& names = header.fields;
+  LocalData d;
+  d.features = names.size() - 1;
+  for (std::size_t c = 0; c < names.size(); ++c)
+    if (c != label_col) d.feature_names.push_back(names[c]);
+  RawLabels labels;
+  collectively(comm, [&] {
+    for_each_line(text, first_line, [&](std::string_view line, std::size_t line_no) {
+      if (trim(line).empty()) return;
+      const std::vector<std::string> f = split_fields(line, o.delimiter, path, line_no);
+      if (f.size() != names.size())
+        throw DataError(cat(path, ":", line_no, ": ", f.size(), " fields, expected ", names.size(),
+                            " as in the header"));
+      for (std::size_t c = 0; c < f.size(); ++c) {
+        if (c == label_col) continue;
+        const auto where = [&] {
+          return cat(path, ":", line_no, ": column ", c + 1, " (", names[c], ")");
+        };
+        if (f[c].empty()) {
+          if (o.impute.empty()) throw DataError(cat(where(), ": missing value, expected a number"));
+          d.x.push_back(std::numeric_limits<double>::quiet_NaN());
+          continue;
+        }
+        const std::optional<double> v = parse_number(f[c]);
+        if (!v) throw DataError(cat(where(), ": '", f[c], "' is not a number"));
+        if (!std::isfinite(*v))
+          throw DataError(cat(where(), ": '", f[c], "' is not finite, expected a number"));
+        d.x.push_back(*v);
+      }
+      const std::string origin =
+          cat(path, ":", line_no, ": column ", label_col + 1, " (", names[label_col], ")");
+      if (f[label_col].empty()) throw DataError(cat(origin, ": missing label"));
+      labels.values.push_back(f[label_col]);
+      labels.origins.push_back(origin);
+    });
+  });
+  d.rows = labels.values.size();
+  d.global_rows = static_cast<std::size_t>(
+      allreduce_i64(comm, static_cast<std::int64_t>(d.rows), comm::ReduceOp::sum));
+  if (o.impute == "mean") impute_means(comm, path, d.feature_names, d);
+  assign_labels(comm, labels, o.regression, d);
+  return d;
+}
+
+LocalData read_libsvm_shard(const std::string& path, Communicator& comm,
+                            const LibsvmShardOptions& o) {
+  std::string text;
+  collectively(comm, [&] {
+    std::ifstream in = open_binary(path);
+    text = read_line_range(in, 0, file_size(in), comm.rank(), comm.size());
+  });
+  const std::size_t first_line = 1 + static_cast<std::size_t>(exclusive_prefix(
+                                         comm, static_cast<std::int64_t>(count_lines(text))));
+
+  struct Entry {
+    std::size_t row, index;  // index 1-based
+    double value;
+  };
+  std::vector<Entry> entries;
+  std::size_t max_index = 0;
+  RawLabels labels;
+  collectively(comm, [&] {
+    for_each_line(text, first_line, [&](std::string_view line, std::size_t line_no) {
+      line = trim(line.substr(0, line.find('#')));
+      if (line.empty()) return;
+      const std::string origin = cat(path, ":", line_no);
+      bool first = true;
+      while (!line.empty()) {
+        const std::size_t cut = line.find_first_of(" \t");
+        const std::string_view token = line.substr(0, cut);
+        line = trim(line.substr(cut == std::string_view::npos ? line.size() : cut));
+        if (first) {
+          if (token.find(':') != std::string_view::npos)
+            throw DataError(cat(origin, ": '", token, "' where a label was expected first"));
+          labels.values.emplace_back(token);
+          labels.origins.push_back(origin);
+          first = false;
+          continue;
+        }
+        const std::size_t colon = token.find(':');
+        const auto index = colon == std::string_view::npos
+                               ? std::nullopt
+                               : parse_integer<std::size_t>(token.substr(0, colon));
+        if (!index || *index == 0)
+          throw DataError(cat(origin, ": '", token, "' is not index:value with a 1-based index"));
+        if (o.features != 0 && *index > o.features)
+          throw DataError(cat(origin, ": index ", *index, " is larger than the ", o.features,
+                              " features expected"));
+        const std::optional<double> v = parse_number(token.substr(colon + 1));
+        if (!v || !std::isfinite(*v))
+          throw DataError(cat(origin, ": '", token, "' does not hold a finite number"));
+        entries.push_back({labels.values.size() - 1, *index, *v});
+        max_index = std::max(max_index, *index);
+      }
+    });
+  });
+  LocalData d;
+  d.rows = labels.values.size();
+  d.features = o.features != 0
+                   ? o.features
+                   : static_cast<std::size_t>(allreduce_i64(
+                         comm, static_cast<std::int64_t>(max_index), comm::ReduceOp::max));
+  d.global_rows = static_cast<std::size_t>(
+      allreduce_i64(comm, static_cast<std::int64_t>(d.rows), comm::ReduceOp::sum));
+  d.x.assign(d.rows * d.features, 0.0);
+  for (const Entry& e : entries) d.x[e.row * d.features + e.index - 1] = e.value;
+  assign_labels(comm, labels, o.regression, d);
+  return d;
+}
+
+namespace {
+
+// The header of a raw IDX file: element type, dimensions and where the elements start.
+struct IdxHeader {
+  data::IdxType type = data::IdxType::kU8;
+  std::vector<std::size_t> dims;
+  std::uint64_t data_offset = 0;
+  std::size_t width = 1;  // bytes per element
+};
+
+std::size_t idx_width(std::uint8_t code) {
+  switch (code) {
+    case 0x08:
+    case 0x09: return 1;
+    case 0x0B: return 2;
+    case 0x0C:
+    case 0x0D: return 4;
+    case 0x0E: return 8;
+    default: return 0;
+  }
+}
+
+IdxHeader read_idx_header(std::ifstream& in, const std::string& path) {
+  const std::uint64_t size = file_size(in);
+  unsigned char magic[4] = {0, 0, 0, 0};
+  in.read(reinterpret_cast<char*>(magic), 4);
+  if (in.gcount() >= 2 && magic[0] == 0x1f && magic[1] == 0x8b)
+    throw DataError(cat(path, ": gzip-compressed; sharded reading seeks to each rank's rows and ",
+                        "needs a raw IDX file (decompress it first, e.g. gunzip -k)"));
+  if (in.gcount() < 4 || magic[0] != 0 || magic[1] != 0 || idx_width(magic[2]) == 0 ||
+      magic[3] == 0)
+    throw DataError(cat(path, ": bad IDX magic number at offset 0, expected 00 00 ",
+                        "<type 08/09/0b/0c/0d/0e> <rank >= 1>"));
+  IdxHeader h;
+  h.type = static_cast<data::IdxType>(magic[2]);
+  h.width = idx_width(magic[2]);
+  h.data_offset = 4 + 4 * std::uint64_t{magic[3]};
+  std::uint64_t count = 1;
+  for (int i = 0; i < magic[3]; ++i) {
+    unsigned char b[4];
+    in.read(reinterpret_cast<char*>(b), 4);
+    if (in.gcount() != 4)
+      throw DataError(cat(path, ": truncated at offset ", 4 + 4 * i, ": expected dimensions"));
+    h.dims.push_back((std::size_t{b[0]} << 24) | (b[1] << 16) | (b[2] << 8) | b[3]);
+    count *= h.dims.back();
+  }
+  if (size != h.data_offset + count * h.width)
+    throw DataError(cat(path, ": holds ", size, " bytes, expected ",
+                        h.data_offset + count * h.width, " for its header and ", count,
+                        " elements of ", data::idx_type_name(h.type)));
+  return h;
+}
+
+std::string read_at(std::ifstream& in, std::uint64_t offset, std::size_t n,
+                    const std::string& path) {
+  std::string bytes(n, '\0');
+  in.clear();
+  in.seekg(static_cast<std::streamoff>(offset));
+  in.read(bytes.data(), static_cast<std::streamsize>(n));
+  if (static_cast<std::size_t>(in.gcount()) != n)
+    throw DataError(cat(path, ": read error at offset ", offset));
+  return bytes;
+}
+
+}  // namespace
+
+LocalData read_idx_shard(const std::string& images_path, const std::string& labels_path,
+                         Communicator& comm) {
+  LocalData d;
+  std::int64_t max_id = -1;
+  collectively(comm, [&] {
+    std::ifstream images = open_binary(images_path), labels = open_binary(labels_path);
+    const IdxHeader ih = read_idx_header(images, images_path);
+    const IdxHeader lh = read_idx_header(labels, labels_path);
+    if (ih.type != data::IdxType::kU8)
+      throw DataError(cat(images_path, ": images have element type ", data::idx_type_name(ih.type),
+                          ", expected u8"));
+    if (lh.type == data::IdxType::kF32 || lh.type == data::IdxType::kF64 || lh.dims.size() != 1)
+      throw DataError(cat(labels_path, ": labels are ", data::idx_type_name(lh.type), " of rank ",
+                          lh.dims.size(), ", expected an integer type of rank 1"));
+    const std::size_t n = ih.dims[0];
+    if (lh.dims[0] != n)
+      throw DataError(cat(labels_path, ": holds ", lh.dims[0], " labels but ", images_path,
+                          " holds ", n, " images; expected equal counts"));
+    d.global_rows = n;
+    d.features = 1;
+    for (std::size_t i = 1; i < ih.dims.size(); ++i) d.features *= ih.dims[i];
+    const comm::BlockRange range = comm::block_range(n, comm.size(), comm.rank());
+    d.rows = range.size();
+    const std::string pixels = read_at(images, ih.data_offset + range.begin * d.features,
+                                       d.rows * d.features, images_path);
+    d.x.resize(pixels.size());
+    for (std::size_t i = 0; i < pixels.size(); ++i)
+      d.x[i] = static_cast<unsigned char>(pixels[i]) / 255.0;
+    const std::string raw =
+        read_at(labels, lh.data_offset + range.begin * lh.width, d.rows * lh.width, labels_path);
+    d.y.resize(d.rows);
+    for (std::size_t i = 0; i < d.rows; ++i) {
+      std::uint64_t bits = 0;
+      for (std::size_t b = 0; b < lh.width; ++b)
+        bits = (bits << 8) | static_cast<unsigned char>(raw[i * lh.width + b]);
+      const std::int64_t v = lh.type == data::IdxType::kU8    ? static_cast<std::int64_t>(bits)
+                             : lh.type == data::IdxType::kI8  ? static_cast<std::int8_t>(bits)
+                             : lh.type == data::IdxType::kI16 ? static_cast<std::int16_t>(bits)
+                                                              : static_cast<std::int32_t>(bits);
+      if (v < 0)
+        throw DataError(cat(labels_path, ": label ", v, " of row ", range.begin + i,
+                            " is negative, expected a class id >= 0"));
+      d.y[i] = v;
+      max_id = std::max(max_id, v);
+    }
+  });
+  d.num_classes = allreduce_i64(comm, max_id, comm::ReduceOp::max) + 1;
+  return d;
+}
+
+void Standardizer::apply(LocalData& d) const {
+  if (d.features != mean.size() || scale.size() != mean.size())
+    throw DataError(cat("standardizer has ", mean.size(), " features, data has ", d.features));
+  for (std::size_t i = 0; i < d.rows; ++i)
+    for (std::size_t c = 0; c < d.features; ++c)
+      d.x[i * d.features + c] = (d.x[i * d.features + c] - mean[c]) / scale[c];
+}
+
+nlohmann::json Standardizer::to_json() const { return {{"mean", mean}, {"scale", scale}}; }
+
+Standardizer Standardizer::from_json(const nlohmann::json& j) {
+  Standardizer s;
+  try {
+    s.mean = j.at("mean").get<std::vector<double>>();
+    s.scale = j.at("scale").get<std::vector<double>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(cat("standardizer: expected arrays \"mean\" and \"scale\": ", e.what()));
+  }
+  if (s.mean.size() != s.scale.size())
+    throw DataError(cat("standardizer: \"mean\" has ", s.mean.size(), " values, \"scale\" ",
+                        s.scale.size(), "; expected equal sizes"));
+  for (double v : s.scale)
+    if (!(v > 0) || !std::isfinite(v))
+      throw DataError(cat("standardizer: scale ", v, " is not a positive finite number"));
+  return s;
+}
+
+Standardizer fit_standardizer(const LocalData& d, Communicator& comm) {
+  const std::size_t f = d.features;
+  std::vector<double> sums(f + 1, 0.0);  // per feature, then the row count
+  for (std::size_t i = 0; i < d.rows; ++i)
+    for (std::size_t c = 0; c < f; ++c) sums[c] += d.x[i * f + c];
+  sums[f] = static_cast<double>(d.rows);
+  comm.allreduce(comm::view(sums));
+  const double n = sums[f];
+  if (n == 0) throw DataError("cannot fit a standardizer on 0 rows");
+  Standardizer s;
+  s.mean.assign(sums.begin(), sums.begin() + static_cast<std::ptrdiff_t>(f));
+  for (double& m : s.mean) m /= n;
+  std::vector<double> squares(f, 0.0);
+  for (std::size_t i = 0; i < d.rows; ++i)
+    for (std::size_t c = 0; c < f; ++c) {
+      const double dev = d.x[i * f + c] - s.mean[c];
+      squares[c] += dev * dev;
+    }
+  comm.allreduce(comm::view(squares));
+  s.scale.resize(f);
+  // As scikit-learn's _is_constant_feature: a variance within rounding error of zero.
+  constexpr double eps = std::numeric_limits<double>::epsilon();
+  for (std::size_t c = 0; c < f; ++c) {
+    const double var = squares[c] / n;
+    const double bound = n * eps * var + std::pow(n * s.mean[c] * eps, 2);
+    s.scale[c] = var <= bound ? 1.0 : std::sqrt(var);
+  }
+  return s;
+}
+
+bool in_test_split(std::uint64_t index, double test_fraction, std::uint64_t seed) {
+  // splitmix64 of the seed, then of the index mixed with it.
+  const auto mix = [](std::uint64_t z) {
+    z += 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  };
+  const std::uint64_t h = mix(mix(seed) ^ index);
+  return static_cast<double>(h >> 11) * 0x1.0p-53 < test_fraction;
+}
+
+std::pair<LocalData, LocalData> train_test_split(const LocalData& d, double test_fraction,
+                                                 std::uint64_t seed, Communicator& comm) {
+  if (!(test_fraction >= 0 && test_fraction <= 1))
+    throw ConfigError(cat("test_fraction = ", test_fraction, ": expected a number in [0, 1]"));
+  const auto offset =
+      static_cast<std::uint64_t>(exclusive_prefix(comm, static_cast<std::int64_t>(d.rows)));
+  std::pair<LocalData, LocalData> halves;
+  for (LocalData* h : {&halves.first, &halves.second}) {
+    h->features = d.features;
+    h->num_classes = d.num_classes;
+    h->class_names = d.class_names;
+    h->feature_names = d.feature_names;
+  }
+  for (std::size_t i = 0; i < d.rows; ++i) {
+    LocalData& h = in_test_split(offset + i, test_fraction, seed) ? halves.second : halves.first;
+    h.x.insert(h.x.end(), d.row(i), d.row(i) + d.features);
+    if (!d.y.empty()) h.y.push_back(d.y[i]);
+    if (!d.targets.empty()) h.targets.push_back(d.targets[i]);
+    ++h.rows;
+  }
+  std::vector<std::int64_t> rows = {static_cast<std::int64_t>(halves.first.rows),
+                                    static_cast<std::int64_t>(halves.second.rows)};
+  comm.allreduce(comm::view(rows));
+  halves.first.global_rows = static_cast<std::size_t>(rows[0]);
+  halves.second.global_rows = static_cast<std::size_t>(rows[1]);
+  return halves;
+}
+
+}  // namespace distml::ml

@@ -1,0 +1,104 @@
+// Row-sharded readers for the classical estimators: each rank reads only its own byte range
+// (CSV, libsvm) or row range (IDX) of a file, and the ranks agree collectively on what a
+// whole-file reader would know (feature count, class dictionary, line numbers, global rows).
+// Also the preprocessing that needs global statistics: standardisation and a train/test split.
+//
+// Every function here is collective over `comm`: all ranks call it with the same arguments.
+// When any rank finds bad input, every rank throws a DataError with the same text: the
+// message of the lowest failing rank (followed by "(found by rank R of P)" when P > 1).
+//
+// Byte ranges of CSV and libsvm files, step by step:
+//  1. Every rank reads the header line (CSV: the first non-blank line; libsvm: none), which
+//     ends at byte H.
+//  2. The data bytes [H, file size) are cut by size into P nominal ranges
+//     (comm::block_range). Boundary k (0 < k < P) is the byte after the first newline at or
+//     after nominal start k; boundary 0 is H and boundary P the file size. Rank r parses the
+//     whole lines of [boundary r, boundary r+1), reading from its nominal start to a little
+//     past its nominal end, so every line belongs to exactly one rank and none reads it all.
+//  3. The ranks all-gather how many lines each range holds, so that each knows the global
+//     line number of its first line; only then are parse errors raised (step 4).
+//  4. Row errors are agreed: every rank throws the message of the first bad line in the file.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/ml/local_data.h"
+
+namespace distml::ml {
+
+/// How read_csv_shard reads a CSV file with a header row. Default: the label is the last
+/// column, class ids from integer or string labels, no imputation, delimiter ','.
+struct CsvShardOptions {
+  std::string label_name;   // when set, wins over label_index
+  int label_index = -1;     // 0-based; negative counts from the end (-1 = last column)
+  bool regression = false;  // labels are real numbers, read into LocalData::targets
+  std::string impute;       // "": a missing feature is a DataError; "mean": the column's mean
+  char delimiter = ',';
+};
+
+/// Reads this rank's rows of a CSV file (see the byte-range scheme above). Features are every
+/// column but the label, as float64. Labels: integers if every label on every rank is one
+/// (class id = the integer, num_classes = max + 1; a negative one is a DataError), else
+/// class names sorted over all ranks (so ids do not depend on the world size); real
+/// numbers when `o.regression`. Fields may be double-quoted ("" inside is a quote) but not
+/// span lines; blank lines are skipped; CRLF endings are accepted. DataError naming the
+/// file, the 1-based line and the column (number and header name) for a missing or
+/// non-numeric feature, with the line for a wrong field count, and listing the header for an
+/// unknown label column. ConfigError for an unknown `o.impute`.
+LocalData read_csv_shard(const std::string& path, comm::Communicator& comm,
+                         const CsvShardOptions& o = {});
+
+/// How read_libsvm_shard reads a libsvm file.
+struct LibsvmShardOptions {
+  bool regression = false;   // labels are real numbers, read into LocalData::targets
+  std::size_t features = 0;  // 0: the largest index over all ranks; else fixed (e.g. to read
+                             // a test file like its training file); a larger index is an error
+};
+
+/// Reads this rank's rows of a libsvm file: lines "label idx:val idx:val ..." with 1-based
+/// indices, '#' starting a comment, into dense float64 rows (absent entries are 0). Labels as
+/// for read_csv_shard. DataError naming the file and line for a bad token.
+LocalData read_libsvm_shard(const std::string& path, comm::Communicator& comm,
+                            const LibsvmShardOptions& o = {});
+
+/// Reads rows comm::block_range(N, size, rank) of an uncompressed IDX images file (u8,
+/// N x ...) and labels file (integer type, N) by seeking, with features scaled to [0, 1].
+/// gzip-compressed files are a DataError (decompress them first: seeking needs raw bytes);
+/// so are a wrong type, rank or size, unequal counts and negative labels.
+LocalData read_idx_shard(const std::string& images_path, const std::string& labels_path,
+                         comm::Communicator& comm);
+
+/// Per-feature standardisation x' = (x - mean) / scale, as scikit-learn's StandardScaler.
+struct Standardizer {
+  std::vector<double> mean, scale;
+
+  /// Standardises d.x in place; DataError when d.features differs from mean.size().
+  void apply(LocalData& d) const;
+  /// {"mean": [...], "scale": [...]}.
+  nlohmann::json to_json() const;
+  /// Reads what to_json wrote; DataError naming what is missing or inconsistent.
+  static Standardizer from_json(const nlohmann::json& j);
+};
+
+/// Global mean and population standard deviation of every feature over all ranks' rows
+/// (float64 all-reduces, two passes); a constant feature gets scale 1. DataError when there
+/// are no rows at all.
+Standardizer fit_standardizer(const LocalData& d, comm::Communicator& comm);
+
+/// Splits every rank's rows into (train, test): a row is in test iff a hash of (seed, its
+/// global row index) falls below test_fraction, so the split does not depend on the world
+/// size. The global row index is the rows of lower ranks plus the local index. Both halves
+/// keep features, num_classes, class_names and feature_names, with global_rows recomputed.
+/// ConfigError unless 0 <= test_fraction <= 1.
+std::pair<LocalData, LocalData> train_test_split(const LocalData& d, double test_fraction,
+                                                 std::uint64_t seed, comm::Communicator& comm);
+
+/// Whether global row `index` falls in the test split of train_test_split (for references).
+bool in_test_split(std::uint64_t index, double test_fraction, std::uint64_t seed);
+
+}  // namespace distml::ml

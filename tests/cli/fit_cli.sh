@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# `distml fit` / `distml predict` as users run them: a round trip through a model file, and
+# bad input with exit code 2. Usage: fit_cli.sh DISTML ENGINE NP
+set -uo pipefail
+distml=$1 engine=$2 np=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() {  # expect CODE PATTERN CMD...
+  local code=$1 pattern=$2 out rc
+  shift 2
+  out=$("$@" 2>&1)
+  rc=$?
+  [[ $rc -eq $code ]] || fail "expected exit $code, got $rc from: $*"$'\n'"$out"
+  grep -qF -- "$pattern" <<<"$out" || fail "output of '$*' lacks: $pattern"$'\n'"$out"
+  echo "ok: exit $rc, '$pattern'"
+}
+fit() { "$distml" fit "$@" --engine "$engine" --np "$np"; }
+
+# Two well-separated classes with string labels.
+{
+  echo "x,y,kind"
+  for i in $(seq 0 39); do echo "$((i % 7)).5,$((i % 5)),low"; echo "$((i % 7 + 20)).5,$((i % 5 + 20)),high"; done
+} >"$dir/train.csv"
+
+expect 0 '"test_score":1.0' fit logreg --data "$dir/train.csv" --label kind --test-fraction 0.25 \
+  --model-out "$dir/m.json" --json
+expect 0 "score 1.0000 over 80 rows" "$distml" predict --model "$dir/m.json" --data "$dir/train.csv" \
+  --label kind --out "$dir/p.csv" --engine "$engine" --np "$np"
+[[ $(head -n 2 "$dir/p.csv" | tail -n 1) == low && $(wc -l <"$dir/p.csv") -eq 81 ]] ||
+  fail "predictions file: $(head -n 3 "$dir/p.csv")"
+expect 0 '"inertia"' fit kmeans --data "$dir/train.csv" --label kind --set k=2 --json
+
+printf 'x,y,kind\n1,2,low\n3,4\n' >"$dir/ragged.csv"
+expect 2 "ragged.csv:3: 2 fields, expected 3" fit nb --data "$dir/ragged.csv" --label kind
+printf 'x,y,kind\n1,abc,low\n' >"$dir/text.csv"
+expect 2 "text.csv:2:" fit nb --data "$dir/text.csv" --label kind
+expect 2 "no label column named 'species'; expected one of: x, y, kind" fit nb --data "$dir/train.csv" --label species
+expect 2 "more than the 80 rows" fit kmeans --data "$dir/train.csv" --label kind --set k=500
+expect 2 "unknown estimator 'forest'" "$distml" fit forest --data "$dir/train.csv"
+expect 2 'unknown option "k"' fit logreg --data "$dir/train.csv" --set k=3
+# More ranks than rows: some shards are empty, the fit still works.
+printf 'x,kind\n1,a\n9,b\n' >"$dir/tiny.csv"
+expect 0 '"rows":2' "$distml" fit nb --data "$dir/tiny.csv" --label kind --engine local --np 5 --json

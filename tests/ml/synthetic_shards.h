@@ -1,0 +1,62 @@
+// Seeded synthetic classification data for the estimator tests, and its block split into
+// per-rank LocalData shards.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+#include "distml/comm/block_range.h"
+#include "distml/comm/local/local_world.h"
+#include "distml/data/permutation.h"
+#include "distml/ml/local_data.h"
+
+namespace distml::ml::testing {
+
+/// Gaussian blobs: `classes` centres drawn from N(0, spread^2), rows around them with unit
+/// noise (so classes overlap), plus `offset` added to every feature. Row i has class i % classes.
+inline LocalData make_blobs(std::size_t rows, std::size_t features, std::int64_t classes,
+                            std::uint64_t seed, double spread = 1.5, double offset = 0) {
+  data::SplitMix64 rng(seed);
+  auto uniform = [&] { return (static_cast<double>(rng.next() >> 11) + 0.5) * 0x1.0p-53; };
+  auto normal = [&] {
+    return std::sqrt(-2 * std::log(uniform())) * std::cos(6.283185307179586 * uniform());
+  };
+  std::vector<double> centres(classes * features);
+  for (double& c : centres) c = spread * normal();
+  LocalData d;
+  d.rows = d.global_rows = rows;
+  d.features = features;
+  d.num_classes = classes;
+  d.x.resize(rows * features);
+  d.y.resize(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    d.y[i] = static_cast<std::int64_t>(i % classes);
+    for (std::size_t j = 0; j < features; ++j)
+      d.x[i * features + j] = offset + centres[d.y[i] * features + j] + normal();
+  }
+  return d;
+}
+
+/// Rank `rank`'s block of `all` when cut into `parts` contiguous row ranges.
+inline LocalData shard(const LocalData& all, int parts, int rank) {
+  const auto b = comm::block_range(all.rows, parts, rank);
+  LocalData d = all;
+  d.rows = b.size();
+  d.x.assign(all.x.begin() + b.begin * all.features, all.x.begin() + b.end * all.features);
+  d.y.assign(all.y.begin() + b.begin, all.y.begin() + b.end);
+  return d;
+}
+
+/// Runs fn(comm, shard) on `np` ranks and returns what each rank's fn returned, by rank.
+template <class Fn>
+auto on_ranks(int np, const LocalData& all, Fn fn) {
+  using Result = decltype(fn(std::declval<comm::Communicator&>(), all));
+  std::vector<Result> out(np);
+  comm::local::run_ranks(
+      np, {}, [&](comm::Communicator& c) { out[c.rank()] = fn(c, shard(all, np, c.rank())); });
+  return out;
+}
+
+}  // namespace distml::ml::testing
