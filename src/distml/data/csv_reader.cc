@@ -9,68 +9,15 @@
 #include <vector>
 
 #include "distml/core/error.h"
+#include "distml/data/csv_fields.h"
 
 namespace distml::data {
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-// Splits one line into fields, unquoting "..." fields; throws on an unterminated quote.
-std::vector<std::string> split_fields(std::string_view line, char delim, const std::string& path,
-                                      std::size_t line_no) {
-  std::vector<std::string> fields;
-  std::string cur;
-  bool quoted = false;
-  for (std::size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
-        cur += '"';
-        ++i;
-      } else if (c == '"') {
-        quoted = false;
-      } else {
-        cur += c;
-      }
-    } else if (c == '"' && trim(cur).empty()) {
-      cur.clear();
-      quoted = true;
-    } else if (c == delim) {
-      fields.emplace_back(trim(cur));
-      cur.clear();
-    } else {
-      cur += c;
-    }
-  }
-  if (quoted)
-    throw DataError(cat(path, ":", line_no, ": unterminated quoted field in column ",
-                        fields.size() + 1, ": expected a closing '\"'"));
-  fields.emplace_back(trim(cur));
-  return fields;
-}
-
-std::optional<double> parse_number(const std::string& s) {
-  double v = 0;
-  const char* begin = s.data();
-  if (!s.empty() && s[0] == '+') ++begin;
-  const auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || begin == end) return std::nullopt;
-  return v;
-}
-
-std::optional<std::int64_t> parse_integer(const std::string& s) {
-  std::int64_t v = 0;
-  const char* begin = s.data();
-  if (!s.empty() && s[0] == '+') ++begin;
-  const auto [end, ec] = std::from_chars(begin, s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || begin == end) return std::nullopt;
-  return v;
-}
+using csv::parse_integer;
+using csv::parse_number;
+using csv::split_fields;
+using csv::trim;
 
 std::size_t find_label_column(const std::vector<std::string>& header, const CsvOptions& o,
                               const std::string& path) {
