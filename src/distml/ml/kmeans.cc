@@ -217,18 +217,14 @@ KMeans::Run KMeans::run_lloyd(const LocalData& data, const ShardLayout& layout,
   std::vector<double> dist2(n), reduced(k * d + k + 1), next(k * d);
   Run run;
   for (run.iterations = 1; run.iterations <= options_.max_iter; ++run.iterations) {
-    if (n > 0)
-      assign_nearest(local_points(data), {centroids.data(), k, d}, fresh.data(), dist2.data());
     std::fill(reduced.begin(), reduced.end(), 0.0);
     double* sums = reduced.data();
     double* counts = sums + k * d;
-    for (std::size_t i = 0; i < n; ++i) {
-      const double* x = data.row(i);
-      double* s = sums + fresh[i] * d;
-      for (std::size_t j = 0; j < d; ++j) s[j] += x[j];
-      counts[fresh[i]] += 1;
+    if (n > 0)
+      assign_nearest(local_points(data), {centroids.data(), k, d}, fresh.data(), dist2.data(), sums,
+                     counts);
+    for (std::size_t i = 0; i < n; ++i)
       if (fresh[i] != labels[i]) reduced.back() += 1;
-    }
     labels.swap(fresh);
     comm.allreduce(comm::view(reduced));
 

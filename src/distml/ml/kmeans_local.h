@@ -25,9 +25,12 @@ double squared_distance(const double* a, const double* b, std::size_t features);
 /// For each point, the index of the nearest centre (the lowest index on ties) and the exact
 /// squared distance to it. The search uses ||c||² - 2 x·c in blocks of rows; the distance
 /// written is recomputed as sum (x - c)², so it never goes negative. A point's result depends
-/// only on that point and the centres, not on which rank holds it.
+/// only on that point and the centres, not on which rank holds it (up to BLAS rounding of the
+/// search, which only matters for exact ties). When `sums` (centres.rows x features) and
+/// `counts` are given, each point is also added to its centre's sum and count while its block
+/// is still in cache: Lloyd's step in one pass over memory.
 void assign_nearest(const PointSet& points, const PointSet& centres, std::int64_t* labels,
-                    double* dist2);
+                    double* dist2, double* sums = nullptr, double* counts = nullptr);
 
 /// The sum over points of the squared distance to the nearest centre (0 for no points).
 double nearest_distance_sum(const PointSet& points, const PointSet& centres);

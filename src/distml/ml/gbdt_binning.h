@@ -1,0 +1,44 @@
+// The bins of histogram GBDT: per-feature edges from a distributed quantile sketch, and the
+// mapping of rows to bin ids. Every rank computes the same edges from the same gathered
+// summaries.
+//
+// Sketch: each rank sorts each of its columns and sends either all its distinct values with
+// their counts (when there are at most 4 * max_bins of them) or 4 * max_bins evenly spaced
+// points of the sorted column, each weighted by the rows it stands for. The merged summary is
+// exact when every rank sent its distinct values; then a feature with at most max_bins distinct
+// values gets one bin per value (edges at the midpoints, as scikit-learn), and the edges are the
+// same for every world size. Otherwise the edges are the weighted quantiles of the merged
+// summary at i / max_bins; they are then only approximately, not exactly, the same across
+// world sizes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/ml/local_data.h"
+
+namespace distml::ml {
+
+/// Value x of feature f is in bin b = the number of edges(f) below x, so that
+/// x <= edges(f)[b] exactly when bin(f, x) <= b: a split on bin b is the threshold edges(f)[b].
+class FeatureBins {
+ public:
+  /// Collective. At most max_bins (<= 256) bins per feature from every rank's rows of `data`,
+  /// whose values must be finite.
+  static FeatureBins fit(const LocalData& data, int max_bins, comm::Communicator& comm);
+
+  std::size_t features() const { return edges_.size(); }
+  /// Bins of feature f (one for a constant feature).
+  int bins(std::size_t f) const { return static_cast<int>(edges_[f].size()) + 1; }
+  const std::vector<double>& edges(std::size_t f) const { return edges_[f]; }
+  std::uint8_t bin(std::size_t f, double x) const;
+  /// rows x features bin ids of `data`, row-major.
+  std::vector<std::uint8_t> bin_rows(const LocalData& data) const;
+
+ private:
+  std::vector<std::vector<double>> edges_;
+};
+
+}  // namespace distml::ml
