@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <mutex>
 
 #include "distml/core/error.h"
 
@@ -166,6 +167,16 @@ const nlohmann::json& model_field(const nlohmann::json& j, const char* key, std:
   if (!j.is_object() || !j.contains(key))
     throw DataError(cat(who, " model: missing field \"", key, "\""));
   return j.at(key);
+}
+
+// Weak, so that a BLAS without this function links too.
+extern "C" void openblas_set_num_threads(int) __attribute__((weak));
+
+void use_one_blas_thread() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+  });
 }
 
 }  // namespace distml::ml

@@ -65,4 +65,8 @@ void require_option(bool ok, std::string_view who, std::string_view key, std::st
 /// The field `key` of a model's JSON; DataError naming `who` and the key when it is missing.
 const nlohmann::json& model_field(const nlohmann::json& j, const char* key, std::string_view who);
 
+/// Keeps BLAS (OpenBLAS, when it is the BLAS) to the calling thread: with a rank per core,
+/// BLAS threads of its own would only compete with the other ranks. Idempotent.
+void use_one_blas_thread();
+
 }  // namespace distml::ml

@@ -9,6 +9,7 @@
 #include <numeric>
 
 #include "distml/core/error.h"
+#include "distml/ml/estimator_support.h"
 
 namespace distml::ml {
 namespace {
@@ -26,17 +27,6 @@ double dot(const double* a, const double* b, std::size_t n) {
   }
   for (; i < n; ++i) s0 += a[i] * b[i];
   return (s0 + s1) + (s2 + s3);
-}
-
-// OpenBLAS (when it is the BLAS) would start its own threads on every call: with a rank per
-// core those threads only fight the other ranks, so each rank keeps BLAS to its own thread.
-// Weak, so that another BLAS without this function links too.
-extern "C" void openblas_set_num_threads(int) __attribute__((weak));
-void use_one_blas_thread() {
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (openblas_set_num_threads) openblas_set_num_threads(1);
-  });
 }
 
 // Rows per GEMM of assign_nearest: large enough for BLAS to run at speed, small enough that

@@ -1,5 +1,8 @@
 #include "distml/ml/logistic_regression.h"
 
+#include <cblas.h>
+
+#include <algorithm>
 #include <cmath>
 #include <span>
 
@@ -42,39 +45,57 @@ double sigmoid(double z) {
   return e / (1 + e);
 }
 
-// Adds the summed loss gradient of local rows (all of them when `rows` is empty and `all`)
-// to grad[0..layout.size()) and returns their summed loss.
+// Loss of one row from its scores z[0..outputs), which become the residuals dloss/dz.
+double loss_and_residuals(double* z, std::int64_t y, std::size_t outputs) {
+  if (outputs == 1) {
+    // log(1 + exp(-m)) with margin m = +-z, written to neither overflow nor lose digits.
+    const double margin = y == 1 ? z[0] : -z[0];
+    z[0] = sigmoid(z[0]) - (y == 1 ? 1.0 : 0.0);
+    return std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
+  }
+  const double lse = log_sum_exp(z, outputs);
+  const double loss = lse - z[y];
+  for (std::size_t m = 0; m < outputs; ++m)
+    z[m] = std::exp(z[m] - lse) - (static_cast<std::int64_t>(m) == y ? 1.0 : 0.0);
+  return loss;
+}
+
+// Rows per GEMM block: their scores and residuals stay in cache between the two products.
+constexpr std::size_t kRowBlock = 256;
+
+// Adds the summed loss gradient of local rows (all of them when `all`, else `rows`) to
+// grad[0..layout.size()) and returns their summed loss. Scores Z = X W^T and the gradient
+// R^T X are BLAS products over blocks of consecutive rows.
 double add_loss_gradient(const LocalData& d, const Layout& l, const std::vector<double>& w,
                          double* grad, std::span<const std::size_t> rows, bool all) {
-  const std::size_t n = all ? d.rows : rows.size();
-  std::vector<double> z(l.outputs);
+  use_one_blas_thread();
+  const std::size_t n = all ? d.rows : rows.size(), k = l.outputs, f = l.features;
+  std::vector<double> gathered, z(kRowBlock * k);
   double loss = 0;
-  for (std::size_t r = 0; r < n; ++r) {
-    const std::size_t i = all ? r : rows[r];
-    const double* x = d.row(i);
-    for (std::size_t m = 0; m < l.outputs; ++m) {
-      const double* wm = w.data() + m * l.stride;
-      double s = l.intercept ? wm[l.features] : 0.0;
-      for (std::size_t j = 0; j < l.features; ++j) s += wm[j] * x[j];
-      z[m] = s;
+  for (std::size_t b0 = 0; b0 < n; b0 += kRowBlock) {
+    const std::size_t b = std::min(kRowBlock, n - b0);
+    const double* x = nullptr;
+    if (all) {
+      x = d.row(b0);
+    } else {  // a mini-batch: copy its rows next to each other
+      gathered.resize(b * f);
+      for (std::size_t r = 0; r < b; ++r)
+        std::copy(d.row(rows[b0 + r]), d.row(rows[b0 + r]) + f, gathered.data() + r * f);
+      x = gathered.data();
     }
-    const auto y = d.y[i];
-    if (l.outputs == 1) {
-      // log(1 + exp(-m)) with margin m = +-z, written to neither overflow nor lose digits.
-      const double margin = y == 1 ? z[0] : -z[0];
-      loss += std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
-      z[0] = sigmoid(z[0]) - (y == 1 ? 1.0 : 0.0);
-    } else {
-      const double lse = log_sum_exp(z.data(), l.outputs);
-      loss += lse - z[y];
-      for (std::size_t m = 0; m < l.outputs; ++m)
-        z[m] = std::exp(z[m] - lse) - (static_cast<std::int64_t>(m) == y ? 1.0 : 0.0);
-    }
-    for (std::size_t m = 0; m < l.outputs; ++m) {
-      double* gm = grad + m * l.stride;
-      for (std::size_t j = 0; j < l.features; ++j) gm[j] += z[m] * x[j];
-      if (l.intercept) gm[l.features] += z[m];
-    }
+    for (std::size_t r = 0; r < b; ++r)
+      for (std::size_t m = 0; m < k; ++m) z[r * k + m] = l.intercept ? w[m * l.stride + f] : 0.0;
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(b), static_cast<int>(k),
+                static_cast<int>(f), 1.0, x, static_cast<int>(f), w.data(),
+                static_cast<int>(l.stride), 1.0, z.data(), static_cast<int>(k));
+    for (std::size_t r = 0; r < b; ++r)
+      loss += loss_and_residuals(z.data() + r * k, d.y[all ? b0 + r : rows[b0 + r]], k);
+    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(k), static_cast<int>(f),
+                static_cast<int>(b), 1.0, z.data(), static_cast<int>(k), x, static_cast<int>(f),
+                1.0, grad, static_cast<int>(l.stride));
+    if (l.intercept)
+      for (std::size_t r = 0; r < b; ++r)
+        for (std::size_t m = 0; m < k; ++m) grad[m * l.stride + f] += z[r * k + m];
   }
   return loss;
 }

@@ -1,0 +1,150 @@
+"""Classical ML speed against scikit-learn, in one run (recorded in docs/benchmarks.md).
+
+Cases (each rep runs distml, then scikit-learn, on the same data; medians of --reps):
+  kmeans_mnist   Lloyd iterations, MNIST train 60000 x 784, k = 10, random init, tol 0
+  kmeans_synth   Lloyd iterations, seeded Gaussian blobs 1M x 32, k = 64
+  logreg_mnist   multinomial logistic regression, L2, C = 1, lbfgs, MNIST; fit time, accuracy
+distml runs at 2 ranks (mpi, one thread each) and, for k-means, also at 1 rank (scaling);
+scikit-learn runs with 2 threads (threadpoolctl). k-means time per iteration is the fit time
+of max_iter = 21 minus that of max_iter = 1, over 20: initialisation and the final inertia
+cancel out. Prints one JSON line per measurement, then a markdown table.
+
+Usage: /usr/bin/python3 bench/ml_speed.py [--reps N] [--cases a,b] [--build DIR]
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.linear_model import LogisticRegression
+from threadpoolctl import threadpool_limits
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+MNIST = os.path.join(ROOT, "data", "mnist")
+SYNTH = os.path.join(ROOT, "data", "synthetic_1m_32.csv")
+
+
+def read_idx(path):
+    data = open(path, "rb").read()
+    rank = data[3]
+    dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
+
+
+def mnist(split):
+    x = read_idx(os.path.join(MNIST, f"{split}-images-idx3-ubyte")).reshape(-1, 784) / 255.0
+    return x, read_idx(os.path.join(MNIST, f"{split}-labels-idx1-ubyte")).astype(int)
+
+
+def synthetic():
+    """1M x 32 blobs around 64 centres; written once as CSV for distml."""
+    rng = np.random.default_rng(7)
+    centres = rng.normal(0, 10, size=(64, 32))
+    labels = rng.integers(0, 64, size=1_000_000)
+    x = centres[labels] + rng.normal(0, 1, size=(1_000_000, 32))
+    if not os.path.exists(SYNTH):
+        tmp = SYNTH + ".tmp"
+        header = ",".join(f"f{i}" for i in range(32)) + ",label"
+        np.savetxt(tmp, np.column_stack([x, labels]), delimiter=",", header=header, comments="",
+                   fmt=["%.6f"] * 32 + ["%d"])
+        os.replace(tmp, SYNTH)
+    return x
+
+
+def distml(build, args, np_):
+    cmd = [os.path.join(build, "distml"), "fit", *args, "--np", str(np_), "--json"]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    if out.returncode != 0:
+        sys.exit(f"ml_speed: {' '.join(cmd)} failed ({out.returncode}):\n{out.stderr}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def distml_iteration_s(build, data_args, k, np_):
+    def fit(iters):
+        return distml(build, ["kmeans", *data_args, "--set", f"k={k}", "--set", "init=random",
+                              "--set", f"max_iter={iters}", "--set", "tol=0"], np_)["fit_time_s"]
+    return (fit(21) - fit(1)) / 20
+
+
+def sklearn_iteration_s(x, k):
+    def fit(iters):
+        with threadpool_limits(2):
+            t = time.perf_counter()
+            KMeans(k, init="random", n_init=1, max_iter=iters, tol=0, algorithm="lloyd",
+                   random_state=0).fit(x)
+            return time.perf_counter() - t
+    return (fit(21) - fit(1)) / 20
+
+
+def emit(rows, **row):
+    rows.append(row)
+    print(json.dumps(row), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--cases", default="kmeans_mnist,kmeans_synth,logreg_mnist")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    a = p.parse_args()
+    cases = a.cases.split(",")
+    rows = []
+    if "kmeans_mnist" in cases or "logreg_mnist" in cases:
+        xtr, ytr = mnist("train")
+        xte, yte = mnist("t10k")
+    for rep in range(a.reps):
+        for case in cases:
+            if case.startswith("kmeans"):
+                x, data_args, k = ((xtr, ["--data", MNIST], 10) if case == "kmeans_mnist" else
+                                   (synthetic(), ["--data", SYNTH, "--label", "label"], 64))
+                for np_ in (2, 1):
+                    emit(rows, case=case, impl="distml", np=np_, rep=rep,
+                         iteration_s=distml_iteration_s(a.build, data_args, k, np_))
+                emit(rows, case=case, impl="sklearn", threads=2, rep=rep,
+                     iteration_s=sklearn_iteration_s(x, k))
+            elif case == "logreg_mnist":
+                d = distml(a.build, ["logreg", "--data", MNIST, "--set", "C=1",
+                                     "--set", "max_iter=100"], 2)
+                emit(rows, case=case, impl="distml", np=2, rep=rep, fit_s=d["fit_time_s"],
+                     test_accuracy=d["test_score"], iterations=d["iterations"])
+                with threadpool_limits(2):
+                    t = time.perf_counter()
+                    m = LogisticRegression(C=1.0, max_iter=100).fit(xtr, ytr)
+                    fit_s = time.perf_counter() - t
+                emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
+                     test_accuracy=m.score(xte, yte), iterations=int(m.n_iter_[0]))
+            else:
+                sys.exit(f"ml_speed: unknown case {case}")
+    summarize(rows)
+
+
+def summarize(rows):
+    def med(case, impl, key, np_=None):
+        vals = [r[key] for r in rows if r["case"] == case and r["impl"] == impl and
+                (np_ is None or r.get("np") == np_)]
+        return statistics.median(vals) if vals else None
+
+    print("\n| case | distml 2 ranks | distml 1 rank | scikit-learn (2 threads) | distml / sklearn | "
+          "scaling np2 vs np1 |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for case in ("kmeans_mnist", "kmeans_synth"):
+        d2, d1, sk = (med(case, "distml", "iteration_s", 2), med(case, "distml", "iteration_s", 1),
+                      med(case, "sklearn", "iteration_s"))
+        if d2 is None:
+            continue
+        print(f"| {case} s/iteration | {d2:.4f} | {d1:.4f} | {sk:.4f} | {d2 / sk:.2f} | "
+              f"{d1 / d2:.2f}x |")
+    if med("logreg_mnist", "distml", "fit_s") is not None:
+        d, s = med("logreg_mnist", "distml", "fit_s"), med("logreg_mnist", "sklearn", "fit_s")
+        print(f"| logreg_mnist fit s | {d:.2f} | | {s:.2f} | {d / s:.2f} | |")
+        print(f"\nlogreg_mnist test accuracy: distml "
+              f"{100 * med('logreg_mnist', 'distml', 'test_accuracy'):.2f}%, scikit-learn "
+              f"{100 * med('logreg_mnist', 'sklearn', 'test_accuracy'):.2f}%")
+
+
+main()
