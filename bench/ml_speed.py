@@ -4,6 +4,8 @@ Cases (each rep runs distml, then scikit-learn, on the same data; medians of --r
   kmeans_mnist   Lloyd iterations, MNIST train 60000 x 784, k = 10, random init, tol 0
   kmeans_synth   Lloyd iterations, seeded Gaussian blobs 1M x 32, k = 64
   logreg_mnist   multinomial logistic regression, L2, C = 1, lbfgs, MNIST; fit time, accuracy
+  gbdt_mnist     histogram GBDT, 100 rounds, learning rate 0.1, 31 leaves, MNIST; time per
+                 round (fit time / rounds), test accuracy; HistGradientBoostingClassifier
 distml runs at 2 ranks (mpi, one thread each) and, for k-means, also at 1 rank (scaling);
 scikit-learn runs with 2 threads (threadpoolctl). k-means time per iteration is the fit time
 of max_iter = 21 minus that of max_iter = 1, over 20: initialisation and the final inertia
@@ -21,6 +23,7 @@ import time
 
 import numpy as np
 from sklearn.cluster import KMeans
+from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
 from threadpoolctl import threadpool_limits
 
@@ -89,12 +92,12 @@ def emit(rows, **row):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--cases", default="kmeans_mnist,kmeans_synth,logreg_mnist")
+    p.add_argument("--cases", default="kmeans_mnist,kmeans_synth,logreg_mnist,gbdt_mnist")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     a = p.parse_args()
     cases = a.cases.split(",")
     rows = []
-    if "kmeans_mnist" in cases or "logreg_mnist" in cases:
+    if any(c.endswith("_mnist") for c in cases):
         xtr, ytr = mnist("train")
         xte, yte = mnist("t10k")
     for rep in range(a.reps):
@@ -118,6 +121,18 @@ def main():
                     fit_s = time.perf_counter() - t
                 emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
                      test_accuracy=m.score(xte, yte), iterations=int(m.n_iter_[0]))
+            elif case == "gbdt_mnist":
+                d = distml(a.build, ["gbdt", "--data", MNIST, "--set", "max_iter=100"], 2)
+                emit(rows, case=case, impl="distml", np=2, rep=rep,
+                     round_s=d["fit_time_s"] / d["iterations"], test_accuracy=d["test_score"])
+                with threadpool_limits(2):
+                    t = time.perf_counter()
+                    m = HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1,
+                                                       max_leaf_nodes=31, early_stopping=False,
+                                                       random_state=0).fit(xtr, ytr)
+                    fit_s = time.perf_counter() - t
+                emit(rows, case=case, impl="sklearn", threads=2, rep=rep,
+                     round_s=fit_s / m.n_iter_, test_accuracy=m.score(xte, yte))
             else:
                 sys.exit(f"ml_speed: unknown case {case}")
     summarize(rows)
@@ -142,9 +157,14 @@ def summarize(rows):
     if med("logreg_mnist", "distml", "fit_s") is not None:
         d, s = med("logreg_mnist", "distml", "fit_s"), med("logreg_mnist", "sklearn", "fit_s")
         print(f"| logreg_mnist fit s | {d:.2f} | | {s:.2f} | {d / s:.2f} | |")
-        print(f"\nlogreg_mnist test accuracy: distml "
-              f"{100 * med('logreg_mnist', 'distml', 'test_accuracy'):.2f}%, scikit-learn "
-              f"{100 * med('logreg_mnist', 'sklearn', 'test_accuracy'):.2f}%")
+    if med("gbdt_mnist", "distml", "round_s") is not None:
+        d, s = med("gbdt_mnist", "distml", "round_s"), med("gbdt_mnist", "sklearn", "round_s")
+        print(f"| gbdt_mnist s/round | {d:.3f} | | {s:.3f} | {d / s:.2f} | |")
+    for case in ("logreg_mnist", "gbdt_mnist"):
+        if med(case, "distml", "test_accuracy") is not None:
+            print(f"\n{case} test accuracy: distml "
+                  f"{100 * med(case, 'distml', 'test_accuracy'):.2f}%, scikit-learn "
+                  f"{100 * med(case, 'sklearn', 'test_accuracy'):.2f}%")
 
 
 main()

@@ -45,7 +45,9 @@ inline LocalData shard(const LocalData& all, int parts, int rank) {
   LocalData d = all;
   d.rows = b.size();
   d.x.assign(all.x.begin() + b.begin * all.features, all.x.begin() + b.end * all.features);
-  d.y.assign(all.y.begin() + b.begin, all.y.begin() + b.end);
+  if (!all.y.empty()) d.y.assign(all.y.begin() + b.begin, all.y.begin() + b.end);
+  if (!all.targets.empty())
+    d.targets.assign(all.targets.begin() + b.begin, all.targets.begin() + b.end);
   return d;
 }
 

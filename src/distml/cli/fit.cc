@@ -284,7 +284,7 @@ void add_fit_commands(CLI::App& app, int argc, char** argv) {
       "Fit a classical estimator on row-sharded data (each rank reads only its rows); see "
       "docs/classical_ml.md.\nExample: "
       "distml fit logreg --data train.csv --label species --test-fraction 0.2 --np 2 --set C=1");
-  sub->add_option("estimator", fit->estimator, "kmeans | logreg | svm | nb | multinomial_nb")
+  sub->add_option("estimator", fit->estimator, "kmeans | logreg | svm | nb | multinomial_nb | gbdt")
       ->required();
   add_data_options(sub, fit->data);
   auto* test = sub->add_option("--test", fit->test_path, "Test file in the same format");

@@ -1,6 +1,7 @@
 #include "distml/ml/estimator.h"
 
 #include "distml/core/error.h"
+#include "distml/ml/gbdt.h"
 #include "distml/ml/kmeans.h"
 #include "distml/ml/linear_svc.h"
 #include "distml/ml/logistic_regression.h"
@@ -69,6 +70,7 @@ const std::vector<Entry>& registry() {
       entry<LinearSVC, LinearSVCOptions>("svm", "linear_svc", true),
       entry<GaussianNB, GaussianNBOptions>("nb", "gaussian_nb", true),
       entry<MultinomialNB, MultinomialNBOptions>("multinomial_nb", "multinomial_nb", true),
+      entry<GBDT, GBDTOptions>("gbdt", "gbdt", true),
   };
   return entries;
 }

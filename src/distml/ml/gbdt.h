@@ -7,8 +7,8 @@
 // World size: gradient sums are exact (exact_sum.h), so when no feature has more than
 // 4 * max_bins distinct values (integer-valued or categorical data) the model is bit-identical
 // for every world size. For continuous data the bin edges come from per-rank quantile summaries
-// and may differ slightly between world sizes, and so may the trees. Missing values are not supported: features must
-// be finite.
+// and may differ slightly between world sizes, and so may the trees. Missing values are not
+// supported: features must be finite.
 #pragma once
 
 #include <cstdint>
@@ -28,9 +28,9 @@ struct GBDTOptions {
   std::string loss = "auto";
   int max_iter = 100;  // boosting rounds
   double learning_rate = 0.1;
-  int max_leaf_nodes = 31;            // 0: no limit (then max_depth must be set)
-  int max_depth = 0;                  // 0: no limit; edges from the root to the deepest leaf
-  std::string growth = "leafwise";    // leafwise (largest gain first) | depthwise
+  int max_leaf_nodes = 31;          // 0: no limit (then max_depth must be set)
+  int max_depth = 0;                // 0: no limit; edges from the root to the deepest leaf
+  std::string growth = "leafwise";  // leafwise (largest gain first) | depthwise
   int min_samples_leaf = 20;
   double l2_regularization = 0;
   int max_bins = 255;  // at most 255
@@ -42,7 +42,7 @@ struct GBDTOptions {
 };
 
 /// Sets the option named `key` from its text ("max_iter", "50"). ConfigError naming the key
-/// (and the valid keys when it is unknown) or the expected value.
+/// (and the valid keys when it is unknown) or the expected value; `options` is then unchanged.
 void set_option(GBDTOptions& options, std::string_view key, std::string_view value);
 
 class GBDT {

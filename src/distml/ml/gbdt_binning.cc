@@ -34,8 +34,7 @@ bool summarize(const std::vector<double>& sorted, std::size_t capacity,
 }
 
 // Edges of one feature from the merged summary (sorted, distinct values).
-std::vector<double> edges_from(const std::vector<WeightedValue>& merged, bool exact,
-                               int max_bins) {
+std::vector<double> edges_from(const std::vector<WeightedValue>& merged, bool exact, int max_bins) {
   std::vector<double> edges;
   const auto midpoint = [&](std::size_t j) {
     return merged[j].value + (merged[j + 1].value - merged[j].value) / 2;

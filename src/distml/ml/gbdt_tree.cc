@@ -16,8 +16,8 @@ constexpr double kMinHessian = 1e-3;
 
 double GBDTTree::predict(const double* x) const {
   int n = 0;
-  while (!nodes[n].is_leaf()) n = x[nodes[n].feature] <= nodes[n].threshold ? nodes[n].left
-                                                                            : nodes[n].right;
+  while (!nodes[n].is_leaf())
+    n = x[nodes[n].feature] <= nodes[n].threshold ? nodes[n].left : nodes[n].right;
   return nodes[n].value;
 }
 
@@ -92,8 +92,8 @@ double TreeGrower::leaf_value(const Leaf& leaf) const {
 }
 
 void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::size_t>& chosen,
-                              GBDTTree& tree, std::span<const double> g,
-                              std::span<const double> h, comm::Communicator& comm) {
+                              GBDTTree& tree, std::span<const double> g, std::span<const double> h,
+                              comm::Communicator& comm) {
   const std::size_t features = bins_.features();
   struct Pair {
     Leaf left, right;
@@ -105,9 +105,9 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
     Leaf& parent = leaves[i];
     const Split s = parent.best;
     const int f = active_[s.feature];
-    const auto mid = std::stable_partition(
-        rows_.begin() + parent.begin, rows_.begin() + parent.end,
-        [&](std::uint32_t r) { return binned_[r * features + f] <= s.bin; });
+    const auto mid =
+        std::stable_partition(rows_.begin() + parent.begin, rows_.begin() + parent.end,
+                              [&](std::uint32_t r) { return binned_[r * features + f] <= s.bin; });
     const auto mid_index = static_cast<std::size_t>(mid - rows_.begin());
     const int left_node = static_cast<int>(tree.nodes.size());
     GBDTNode& node = tree.nodes[parent.node];
@@ -116,8 +116,15 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
     node.left = left_node;
     node.right = left_node + 1;
     Pair p{{left_node, parent.begin, mid_index, parent.depth + 1, s.g, s.h, s.count, {}, {}},
-           {left_node + 1, mid_index, parent.end, parent.depth + 1, parent.g - s.g,
-            parent.h - s.h, parent.count - s.count, {}, {}},
+           {left_node + 1,
+            mid_index,
+            parent.end,
+            parent.depth + 1,
+            parent.g - s.g,
+            parent.h - s.h,
+            parent.count - s.count,
+            {},
+            {}},
            false};
     tree.nodes.push_back({.samples = static_cast<std::int64_t>(p.left.count)});
     tree.nodes.push_back({.samples = static_cast<std::int64_t>(p.right.count)});

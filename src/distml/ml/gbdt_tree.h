@@ -28,10 +28,10 @@
 namespace distml::ml {
 
 struct GBDTNode {
-  int feature = -1;       // -1 for a leaf
-  double threshold = 0;   // rows with x[feature] <= threshold go left
+  int feature = -1;      // -1 for a leaf
+  double threshold = 0;  // rows with x[feature] <= threshold go left
   int left = -1, right = -1;
-  double value = 0;       // a leaf's output, learning rate applied
+  double value = 0;          // a leaf's output, learning rate applied
   std::int64_t samples = 0;  // training rows in the node, over all ranks
   bool is_leaf() const { return feature < 0; }
 };
@@ -94,10 +94,10 @@ class TreeGrower {
   const std::vector<std::uint8_t>& binned_;
   std::size_t rows_count_;
   TreeGrowthOptions options_;
-  std::vector<int> active_;            // features with at least two bins
-  std::vector<std::size_t> offset_;    // first histogram bin of active_[a]
-  std::size_t hist_size_ = 0;          // 3 * (bins of active features + 1 for the totals)
-  std::vector<std::uint32_t> rows_;    // local row ids, grouped by leaf
+  std::vector<int> active_;          // features with at least two bins
+  std::vector<std::size_t> offset_;  // first histogram bin of active_[a]
+  std::size_t hist_size_ = 0;        // 3 * (bins of active features + 1 for the totals)
+  std::vector<std::uint32_t> rows_;  // local row ids, grouped by leaf
 };
 
 }  // namespace distml::ml

@@ -1,0 +1,442 @@
+#include "distml/ml/gbdt.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "distml/core/error.h"
+#include "distml/ml/estimator_support.h"
+#include "distml/ml/exact_sum.h"
+#include "distml/ml/gbdt_binning.h"
+#include "distml/ml/sharded_reader.h"
+
+namespace distml::ml {
+namespace {
+
+constexpr std::string_view kName = "gbdt";
+
+void validate(const GBDTOptions& o) {
+  require_option(o.loss == "auto" || o.loss == "log_loss" || o.loss == "squared_error", kName,
+                 "loss", "\"auto\", \"log_loss\" or \"squared_error\"");
+  require_option(o.max_iter >= 1, kName, "max_iter", "at least 1");
+  require_option(o.learning_rate > 0, kName, "learning_rate", "positive");
+  require_option(o.max_leaf_nodes == 0 || o.max_leaf_nodes >= 2, kName, "max_leaf_nodes",
+                 "at least 2, or 0 for no limit");
+  require_option(o.max_depth >= 0, kName, "max_depth", "non-negative (0: no limit)");
+  require_option(o.max_leaf_nodes > 0 || o.max_depth > 0, kName, "max_leaf_nodes",
+                 "set (or max_depth) to bound the trees");
+  require_option(o.growth == "leafwise" || o.growth == "depthwise", kName, "growth",
+                 "\"leafwise\" or \"depthwise\"");
+  require_option(o.min_samples_leaf >= 1, kName, "min_samples_leaf", "at least 1");
+  require_option(o.l2_regularization >= 0, kName, "l2_regularization", "non-negative");
+  require_option(o.max_bins >= 2 && o.max_bins <= 255, kName, "max_bins", "in [2, 255]");
+  require_option(o.validation_fraction > 0 && o.validation_fraction < 1, kName,
+                 "validation_fraction", "in (0, 1)");
+  require_option(o.n_iter_no_change >= 1, kName, "n_iter_no_change", "at least 1");
+  require_option(o.tol >= 0, kName, "tol", "non-negative");
+}
+
+double sigmoid(double z) {
+  if (z >= 0) return 1 / (1 + std::exp(-z));
+  const double e = std::exp(z);
+  return e / (1 + e);
+}
+
+// What is wrong with this rank's shard for `loss` (empty when nothing).
+std::string check_shard(const LocalData& d, const std::string& loss) {
+  if (d.x.size() != d.rows * d.features)
+    return cat(kName, ": x holds ", d.x.size(), " values for ", d.rows, " rows of ", d.features,
+               " features");
+  for (std::size_t i = 0; i < d.x.size(); ++i)
+    if (!std::isfinite(d.x[i]))
+      return cat(kName, ": row ", i / d.features, " feature ", i % d.features,
+                 " is not finite (missing values are not supported)");
+  if (loss == "log_loss") return check_classification_shard(d, kName);
+  if (d.targets.size() != d.rows)
+    return cat(kName, ": loss squared_error needs a real-valued target per row; targets holds ",
+               d.targets.size(), " for ", d.rows, " rows");
+  for (double t : d.targets)
+    if (!std::isfinite(t)) return cat(kName, ": a target is not finite");
+  return {};
+}
+
+// The loss of each row at raw scores z (rows x k), and its gradients and hessians (k x rows,
+// class-major so that each tree gets one contiguous span).
+class Loss {
+ public:
+  Loss(const std::string& name, std::size_t outputs)
+      : squared_(name == "squared_error"), k_(outputs) {}
+
+  double row_loss(const LocalData& d, std::size_t i, const double* z) const {
+    if (squared_) return 0.5 * (z[0] - d.targets[i]) * (z[0] - d.targets[i]);
+    if (k_ == 1) {
+      const double margin = d.y[i] == 1 ? z[0] : -z[0];
+      return std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
+    }
+    return log_sum_exp(z, k_) - z[d.y[i]];
+  }
+
+  void gradients(const LocalData& d, const std::vector<double>& raw, std::vector<double>& g,
+                 std::vector<double>& h) const {
+    const std::size_t n = d.rows;
+    g.resize(k_ * n);
+    h.resize(k_ * n);
+    std::vector<double> p(k_);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double* z = raw.data() + i * k_;
+      if (squared_) {
+        g[i] = z[0] - d.targets[i];
+        h[i] = 1;
+      } else if (k_ == 1) {
+        const double q = sigmoid(z[0]);
+        g[i] = q - (d.y[i] == 1 ? 1.0 : 0.0);
+        h[i] = q * (1 - q);
+      } else {
+        const double lse = log_sum_exp(z, k_);
+        for (std::size_t m = 0; m < k_; ++m) {
+          const double q = std::exp(z[m] - lse);
+          g[m * n + i] = q - (static_cast<std::int64_t>(m) == d.y[i] ? 1.0 : 0.0);
+          h[m * n + i] = q * (1 - q);
+        }
+      }
+    }
+  }
+
+ private:
+  bool squared_;
+  std::size_t k_;
+};
+
+// The constant model scikit-learn starts from: log-odds, centred log priors, or the mean.
+std::vector<double> fit_baseline(const LocalData& d, const std::string& loss, std::size_t outputs,
+                                 comm::Communicator& comm) {
+  const double n = static_cast<double>(d.global_rows);
+  if (loss == "squared_error") return {exact_global_sum(comm, d.targets) / n};
+  std::vector<double> counts(static_cast<std::size_t>(d.num_classes), 0.0);
+  for (auto y : d.y) counts[static_cast<std::size_t>(y)] += 1;
+  allreduce_sum(comm, counts);
+  const double eps = std::numeric_limits<double>::epsilon();
+  const auto prior = [&](std::size_t k) { return std::clamp(counts[k] / n, eps, 1 - eps); };
+  if (outputs == 1) return {std::log(prior(1) / (1 - prior(1)))};
+  std::vector<double> b(outputs);
+  double mean = 0;
+  for (std::size_t k = 0; k < outputs; ++k) mean += (b[k] = std::log(prior(k))) / outputs;
+  for (double& v : b) v -= mean;
+  return b;
+}
+
+// sklearn's rule: stop when none of the last n_iter_no_change losses improves by more than tol
+// on the one before them.
+bool should_stop(const std::vector<double>& losses, int n_iter_no_change, double tol) {
+  const auto window = static_cast<std::size_t>(n_iter_no_change);
+  if (losses.size() < window + 1) return false;
+  const double reference = losses[losses.size() - window - 1] - tol;
+  for (std::size_t i = losses.size() - window; i < losses.size(); ++i)
+    if (losses[i] < reference) return false;
+  return true;
+}
+
+nlohmann::json tree_to_json(const GBDTTree& t) {
+  nlohmann::json nodes = nlohmann::json::array();
+  for (const auto& n : t.nodes)
+    nodes.push_back({{"feature", n.feature},
+                     {"threshold", n.threshold},
+                     {"left", n.left},
+                     {"right", n.right},
+                     {"value", n.value},
+                     {"samples", n.samples}});
+  return nodes;
+}
+
+GBDTTree tree_from_json(const nlohmann::json& j, std::size_t features) {
+  GBDTTree t;
+  for (const auto& jn : j) {
+    GBDTNode n;
+    n.feature = model_field(jn, "feature", kName).get<int>();
+    n.threshold = model_field(jn, "threshold", kName).get<double>();
+    n.left = model_field(jn, "left", kName).get<int>();
+    n.right = model_field(jn, "right", kName).get<int>();
+    n.value = model_field(jn, "value", kName).get<double>();
+    n.samples = model_field(jn, "samples", kName).get<std::int64_t>();
+    t.nodes.push_back(n);
+  }
+  const int size = static_cast<int>(t.nodes.size());
+  if (size == 0) throw DataError(cat(kName, " model: a tree has no nodes"));
+  for (int i = 0; i < size; ++i) {
+    const auto& n = t.nodes[i];
+    if (n.is_leaf()) continue;
+    // Children after their parent, so that walking the tree always ends.
+    if (n.feature >= static_cast<int>(features) || n.left <= i || n.right <= i || n.left >= size ||
+        n.right >= size)
+      throw DataError(cat(kName, " model: node ", i, " has feature ", n.feature, " and children ",
+                          n.left, ", ", n.right, " of ", size, " nodes"));
+  }
+  return t;
+}
+
+}  // namespace
+
+void set_option(GBDTOptions& options, std::string_view key, std::string_view value) {
+  GBDTOptions o = options;  // `options` stays valid when `value` is not
+  if (key == "loss")
+    o.loss = std::string(value);
+  else if (key == "max_iter")
+    o.max_iter = parse_int_option(key, value);
+  else if (key == "learning_rate")
+    o.learning_rate = parse_double_option(key, value);
+  else if (key == "max_leaf_nodes")
+    o.max_leaf_nodes = parse_int_option(key, value);
+  else if (key == "max_depth")
+    o.max_depth = parse_int_option(key, value);
+  else if (key == "growth")
+    o.growth = std::string(value);
+  else if (key == "min_samples_leaf")
+    o.min_samples_leaf = parse_int_option(key, value);
+  else if (key == "l2_regularization")
+    o.l2_regularization = parse_double_option(key, value);
+  else if (key == "max_bins")
+    o.max_bins = parse_int_option(key, value);
+  else if (key == "early_stopping")
+    o.early_stopping = parse_bool_option(key, value);
+  else if (key == "validation_fraction")
+    o.validation_fraction = parse_double_option(key, value);
+  else if (key == "n_iter_no_change")
+    o.n_iter_no_change = parse_int_option(key, value);
+  else if (key == "tol")
+    o.tol = parse_double_option(key, value);
+  else if (key == "seed")
+    o.seed = parse_uint64_option(key, value);
+  else
+    throw_unknown_option(
+        kName, key,
+        {"loss", "max_iter", "learning_rate", "max_leaf_nodes", "max_depth", "growth",
+         "min_samples_leaf", "l2_regularization", "max_bins", "early_stopping",
+         "validation_fraction", "n_iter_no_change", "tol", "seed"});
+  validate(o);
+  options = std::move(o);
+}
+
+GBDT::GBDT(GBDTOptions options) : options_(std::move(options)) { validate(options_); }
+
+void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
+  validate(options_);
+  const std::string loss = options_.loss != "auto" ? options_.loss
+                           : data.num_classes > 0  ? "log_loss"
+                                                   : "squared_error";
+  throw_if_any_rank_failed(comm, check_shard(data, loss));
+  check_shards_agree(comm, data, kName);
+  const std::size_t outputs =
+      loss == "log_loss" && data.num_classes > 2 ? static_cast<std::size_t>(data.num_classes) : 1;
+
+  LocalData train, validation;
+  if (options_.early_stopping) {
+    std::tie(train, validation) =
+        train_test_split(data, options_.validation_fraction, options_.seed, comm);
+    if (train.global_rows == 0 || validation.global_rows == 0)
+      throw DataError(cat(kName, ": validation_fraction ", options_.validation_fraction, " leaves ",
+                          train.global_rows, " training and ", validation.global_rows,
+                          " validation rows"));
+  }
+  const LocalData& fit_rows = options_.early_stopping ? train : data;
+
+  const auto bins = FeatureBins::fit(fit_rows, options_.max_bins, comm);
+  const auto binned = bins.bin_rows(fit_rows);
+  TreeGrower grower(
+      bins, binned, fit_rows.rows,
+      {options_.max_leaf_nodes, options_.max_depth, options_.growth == "depthwise",
+       options_.min_samples_leaf, options_.l2_regularization, options_.learning_rate});
+  const Loss l(loss, outputs);
+
+  loss_ = loss;
+  num_classes_ = data.num_classes;
+  features_ = data.features;
+  class_names_ = data.class_names;
+  baseline_ = fit_baseline(fit_rows, loss, outputs, comm);
+  trees_.clear();
+  validation_loss_.clear();
+  iterations_ = 0;
+
+  std::vector<double> raw(fit_rows.rows * outputs), raw_validation(validation.rows * outputs);
+  for (std::size_t i = 0; i < raw.size(); ++i) raw[i] = baseline_[i % outputs];
+  for (std::size_t i = 0; i < raw_validation.size(); ++i)
+    raw_validation[i] = baseline_[i % outputs];
+  std::vector<double> losses(validation.rows);
+  const auto record_validation_loss = [&] {
+    for (std::size_t i = 0; i < validation.rows; ++i)
+      losses[i] = l.row_loss(validation, i, raw_validation.data() + i * outputs);
+    validation_loss_.push_back(exact_global_sum(comm, losses) /
+                               static_cast<double>(validation.global_rows));
+  };
+  if (options_.early_stopping) record_validation_loss();
+
+  std::vector<double> g, h;
+  const double n = static_cast<double>(fit_rows.global_rows);
+  const std::size_t rows = fit_rows.rows;
+  for (int round = 0; round < options_.max_iter; ++round) {
+    l.gradients(fit_rows, raw, g, h);
+    for (std::size_t k = 0; k < outputs; ++k) {
+      const std::span<double> gk(g.data() + k * rows, rows), hk(h.data() + k * rows, rows);
+      round_for_exact_sums(comm, gk, n);
+      round_for_exact_sums(comm, hk, n);
+      trees_.push_back(grower.grow(gk, hk, comm, raw.data() + k, outputs));
+      for (std::size_t i = 0; i < validation.rows; ++i)
+        raw_validation[i * outputs + k] += trees_.back().predict(validation.row(i));
+    }
+    ++iterations_;
+    if (!options_.early_stopping) continue;
+    record_validation_loss();
+    if (should_stop(validation_loss_, options_.n_iter_no_change, options_.tol)) break;
+  }
+}
+
+void GBDT::check_fitted(std::string_view what) const {
+  if (baseline_.empty()) throw DataError(cat(kName, ": ", what, " before fit"));
+}
+
+std::vector<double> GBDT::decision_function(const LocalData& data) const {
+  check_fitted("decision_function");
+  check_feature_count(data, features_, kName);
+  const std::size_t k = outputs();
+  std::vector<double> z(data.rows * k);
+  for (std::size_t i = 0; i < data.rows; ++i) {
+    const double* x = data.row(i);
+    for (std::size_t m = 0; m < k; ++m) z[i * k + m] = baseline_[m];
+    for (std::size_t t = 0; t < trees_.size(); ++t) z[i * k + t % k] += trees_[t].predict(x);
+  }
+  return z;
+}
+
+std::vector<double> GBDT::predict_proba(const LocalData& data) const {
+  check_fitted("predict_proba");
+  if (!classifier()) throw DataError(cat(kName, ": predict_proba of a ", loss_, " model"));
+  auto z = decision_function(data);
+  if (outputs() > 1) {
+    normalize_log_proba(z, outputs());
+    return z;
+  }
+  std::vector<double> p(2 * data.rows);
+  for (std::size_t i = 0; i < data.rows; ++i) {
+    p[2 * i + 1] = sigmoid(z[i]);
+    p[2 * i] = 1 - p[2 * i + 1];
+  }
+  return p;
+}
+
+std::vector<std::int64_t> GBDT::predict(const LocalData& data) const {
+  check_fitted("predict");
+  if (!classifier())
+    throw DataError(cat(kName, ": a ", loss_, " model predicts values (predict_values)"));
+  const auto z = decision_function(data);
+  const std::size_t k = outputs();
+  std::vector<std::int64_t> out(data.rows);
+  for (std::size_t i = 0; i < data.rows; ++i)
+    out[i] = k == 1 ? (z[i] > 0 ? 1 : 0) : argmax(z.data() + i * k, k);
+  return out;
+}
+
+std::vector<double> GBDT::predict_values(const LocalData& data) const {
+  check_fitted("predict_values");
+  if (classifier()) throw DataError(cat(kName, ": a log_loss model predicts class ids"));
+  return decision_function(data);
+}
+
+double GBDT::score(const LocalData& data, comm::Communicator& comm) const {
+  if (classifier()) return global_accuracy(comm, data, predict(data));
+  const auto p = predict_values(data);
+  std::string error;
+  if (data.targets.size() != data.rows) error = cat(kName, ": score needs a target per row");
+  throw_if_any_rank_failed(comm, error);
+  std::vector<double> sums{0, static_cast<double>(data.rows)};
+  for (double t : data.targets) sums[0] += t;
+  allreduce_sum(comm, sums);
+  if (sums[1] == 0) throw DataError(cat(kName, ": score: no rows on any rank"));
+  const double mean = sums[0] / sums[1];
+  std::vector<double> squares{0, 0};  // residual, total
+  for (std::size_t i = 0; i < data.rows; ++i) {
+    squares[0] += (data.targets[i] - p[i]) * (data.targets[i] - p[i]);
+    squares[1] += (data.targets[i] - mean) * (data.targets[i] - mean);
+  }
+  allreduce_sum(comm, squares);
+  return squares[1] > 0 ? 1 - squares[0] / squares[1] : (squares[0] == 0 ? 1.0 : 0.0);
+}
+
+nlohmann::json GBDT::to_json() const {
+  check_fitted("to_json");
+  const auto& o = options_;
+  nlohmann::json trees = nlohmann::json::array();
+  for (const auto& t : trees_) trees.push_back(tree_to_json(t));
+  return {{"estimator", kName},
+          {"version", 1},
+          {"options",
+           {{"loss", o.loss},
+            {"max_iter", o.max_iter},
+            {"learning_rate", o.learning_rate},
+            {"max_leaf_nodes", o.max_leaf_nodes},
+            {"max_depth", o.max_depth},
+            {"growth", o.growth},
+            {"min_samples_leaf", o.min_samples_leaf},
+            {"l2_regularization", o.l2_regularization},
+            {"max_bins", o.max_bins},
+            {"early_stopping", o.early_stopping},
+            {"validation_fraction", o.validation_fraction},
+            {"n_iter_no_change", o.n_iter_no_change},
+            {"tol", o.tol},
+            {"seed", o.seed}}},
+          {"loss", loss_},
+          {"num_classes", num_classes_},
+          {"features", features_},
+          {"class_names", class_names_},
+          {"baseline", baseline_},
+          {"iterations", iterations_},
+          {"validation_loss", validation_loss_},
+          {"trees", trees}};
+}
+
+GBDT GBDT::from_json(const nlohmann::json& j) {
+  try {
+    if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
+      throw DataError(cat("not a version 1 ", kName, " model"));
+    const auto& jo = model_field(j, "options", kName);
+    GBDTOptions o;
+    o.loss = model_field(jo, "loss", kName).get<std::string>();
+    o.max_iter = model_field(jo, "max_iter", kName).get<int>();
+    o.learning_rate = model_field(jo, "learning_rate", kName).get<double>();
+    o.max_leaf_nodes = model_field(jo, "max_leaf_nodes", kName).get<int>();
+    o.max_depth = model_field(jo, "max_depth", kName).get<int>();
+    o.growth = model_field(jo, "growth", kName).get<std::string>();
+    o.min_samples_leaf = model_field(jo, "min_samples_leaf", kName).get<int>();
+    o.l2_regularization = model_field(jo, "l2_regularization", kName).get<double>();
+    o.max_bins = model_field(jo, "max_bins", kName).get<int>();
+    o.early_stopping = model_field(jo, "early_stopping", kName).get<bool>();
+    o.validation_fraction = model_field(jo, "validation_fraction", kName).get<double>();
+    o.n_iter_no_change = model_field(jo, "n_iter_no_change", kName).get<int>();
+    o.tol = model_field(jo, "tol", kName).get<double>();
+    o.seed = model_field(jo, "seed", kName).get<std::uint64_t>();
+    GBDT m(o);
+    m.loss_ = model_field(j, "loss", kName).get<std::string>();
+    m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
+    m.features_ = model_field(j, "features", kName).get<std::size_t>();
+    m.class_names_ = model_field(j, "class_names", kName).get<std::vector<std::string>>();
+    m.baseline_ = model_field(j, "baseline", kName).get<std::vector<double>>();
+    m.iterations_ = model_field(j, "iterations", kName).get<int>();
+    m.validation_loss_ = model_field(j, "validation_loss", kName).get<std::vector<double>>();
+    for (const auto& jt : model_field(j, "trees", kName))
+      m.trees_.push_back(tree_from_json(jt, m.features_));
+    const bool classifier = m.loss_ == "log_loss";
+    const std::size_t outputs =
+        classifier && m.num_classes_ > 2 ? static_cast<std::size_t>(m.num_classes_) : 1;
+    if ((!classifier && m.loss_ != "squared_error") || (classifier && m.num_classes_ < 2) ||
+        m.baseline_.size() != outputs ||
+        m.trees_.size() != static_cast<std::size_t>(m.iterations_) * outputs)
+      throw DataError(cat(kName, " model: loss ", m.loss_, ", ", m.num_classes_, " classes, ",
+                          m.baseline_.size(), " baselines and ", m.trees_.size(), " trees for ",
+                          m.iterations_, " rounds do not fit together"));
+    return m;
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(cat(kName, " model: ", e.what()));
+  } catch (const ConfigError& e) {
+    throw DataError(cat(kName, " model: ", e.what()));
+  }
+}
+
+}  // namespace distml::ml
