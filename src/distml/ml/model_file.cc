@@ -1,31 +1,17 @@
 #include "distml/ml/model_file.h"
 
-#include <unistd.h>
-
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 
+#include "distml/core/atomic_file.h"
 #include "distml/core/error.h"
 
 namespace distml::ml {
 
 void save_model_file(const std::string& path, const nlohmann::json& model) {
   DML_CHECK(model.contains("estimator"), "a model file needs an \"estimator\" field");
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << model.dump(1) << "\n";
-    if (!out.flush())
-      throw Error(cat(path, ": cannot write the model file: ", std::strerror(errno)));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::filesystem::remove(tmp);
-    throw Error(cat(path, ": cannot write the model file: ", std::strerror(e)));
-  }
+  write_file_atomically(path, {model.dump(1), "\n"});
 }
 
 nlohmann::json load_model_file(const std::string& path, const std::string& estimator) {

@@ -6,8 +6,8 @@
 
 namespace distml::ml {
 
-/// Writes `model` (which must have an "estimator" field) to `path` atomically (temporary file,
-/// rename). Error naming the path when it cannot be written.
+/// Writes `model` (which must have an "estimator" field) to `path` atomically
+/// (write_file_atomically); CheckpointError naming the path when it cannot be written.
 void save_model_file(const std::string& path, const nlohmann::json& model);
 
 /// Reads a model file. DataError naming the path when it is missing, not JSON, or has no

@@ -6,7 +6,6 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
-#include <optional>
 #include <set>
 #include <sstream>
 
@@ -403,6 +402,14 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     work();
     excluded += seconds_since(t0);
   };
+  // Collective: every rank saves (rank 0 writes); rank 0 reports it.
+  auto checkpoint = [&] {
+    s.save_checkpoint(position);
+    if (reporter && on_event)
+      on_event({{"event", "checkpoint"},
+                {"step", s.global_step},
+                {"path", checkpoint_path(t.checkpoint_dir)}});
+  };
   const auto loop_start = Clock::now();
   {
     data::PrefetchLoader loader(s.data.train, s.sampler, 2);
@@ -456,25 +463,13 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
         });
       if (!t.checkpoint_dir.empty() && t.checkpoint_every > 0 &&
           s.global_step % t.checkpoint_every == 0 && !last)
-        aside([&] {
-          s.save_checkpoint(position);
-          if (reporter && on_event)
-            on_event({{"event", "checkpoint"},
-                      {"step", s.global_step},
-                      {"path", checkpoint_path(t.checkpoint_dir)}});
-        });
+        aside(checkpoint);
     }
   }
   const double loop_s = seconds_since(loop_start) - excluded;
   s.sampler.restore(position);
 
-  if (!t.checkpoint_dir.empty()) {
-    s.save_checkpoint(position);
-    if (reporter && on_event)
-      on_event({{"event", "checkpoint"},
-                {"step", s.global_step},
-                {"path", checkpoint_path(t.checkpoint_dir)}});
-  }
+  if (!t.checkpoint_dir.empty()) checkpoint();
   result.test = s.evaluate();  // also averages the buffers, before the export
   result.param_checksum = s.check_replicas_agree();
   // Last, after every collective: a failure here cannot leave other ranks waiting.

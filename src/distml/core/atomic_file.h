@@ -1,0 +1,20 @@
+// Whole files written so that a crash leaves the old file or the new one, never half of
+// either (checkpoints, exported weights, model files), and whole files read back.
+#pragma once
+
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace distml {
+
+/// Replaces `path` by `pieces` written one after another, through a temporary file in the same
+/// directory that is fsynced and renamed; creates the parent directory if missing.
+/// CheckpointError naming the path and the OS error; then `path` is untouched.
+void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> pieces);
+
+/// The bytes of `path`; CheckpointError naming it and the OS error.
+std::vector<char> read_whole_file(const std::string& path);
+
+}  // namespace distml
