@@ -1,9 +1,10 @@
 """distml fit against scikit-learn on the data sets scikit-learn ships (iris, wine, breast
 cancer, digits): the same split, the same standardisation, the same model family and C (for
 GBDT the same max_iter, learning_rate and max_leaf_nodes, no early stopping).
-Test accuracy must be within 1 point of scikit-learn's; k-means inertia within 1% (not on
-digits, where both land in local minima 46.3k-49.7k apart by seed, and distml's best of 10 has
-been 1.5% above scikit-learn's: an open item of the k-means work, not checked here).
+Test accuracy must be within 1 point of scikit-learn's; k-means inertia (best of n_init = 10)
+within 1%. On digits the best of 10 is itself widely spread (46.3k-47.4k by seed, for both
+libraries alike, in two groups near 46.5k and 47.1k), so there the mean over 20 seeds of each
+is compared (its standard error is about 0.2%).
 
 Usage: sklearn_compare.py DISTML NP
 """
@@ -87,13 +88,15 @@ def main():
                       f"{100 * theirs:6.2f}%  {'ok' if ok else 'FAIL'}")
                 if not ok:
                     failures.append(f"{name} {estimator}: {ours:.4f} vs {theirs:.4f}")
-            if name.startswith("digits"):
-                continue
-            ours = distml_fit(distml, np_, "kmeans", train, test, [f"k={k}", "n_init=10"])
-            theirs = KMeans(n_clusters=k, n_init=10, random_state=0).fit(str_).inertia_
-            ratio = ours["inertia"] / theirs
+            seeds = range(20) if name.startswith("digits") else [0]
+            ours = np.mean([distml_fit(distml, np_, "kmeans", train, test,
+                                       [f"k={k}", "n_init=10", f"seed={s}"])["inertia"]
+                            for s in seeds])
+            theirs = np.mean([KMeans(n_clusters=k, n_init=10, random_state=s).fit(str_).inertia_
+                              for s in seeds])
+            ratio = ours / theirs
             ok = ratio <= 1.01
-            print(f"{name:20} kmeans  distml {ours['inertia']:10.3f}  sklearn {theirs:10.3f}  "
+            print(f"{name:20} kmeans  distml {ours:10.3f}  sklearn {theirs:10.3f}  "
                   f"ratio {ratio:.4f}  {'ok' if ok else 'FAIL'}")
             if not ok:
                 failures.append(f"{name} kmeans inertia ratio {ratio:.4f}")
