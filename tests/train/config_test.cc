@@ -196,8 +196,12 @@ TEST(Config, NamesMustBeOneOfTheKnownChoices) {
   EXPECT_TRUE(contains(config_error("[model]\nname = \"vgg\"\n"), "one of mlp, lenet5"));
   EXPECT_EQ(config_error("[optim]\nschedule = \"linear\"\n"),
             "x.toml: key 'optim.schedule' must be one of constant, step, cosine, got \"linear\"");
-  EXPECT_EQ(config_error("[strategy]\nname = \"ps\"\n"),
-            "x.toml: key 'strategy.name' must be one of allreduce, got \"ps\"");
+  EXPECT_EQ(config_error("[strategy]\nname = \"hogwild\"\n"),
+            "x.toml: key 'strategy.name' must be one of allreduce, local_sgd, post_local_sgd, "
+            "easgd, gossip, zero, got \"hogwild\"");
+  EXPECT_EQ(config_error("[strategy]\ntopology = \"torus\"\n"),
+            "x.toml: key 'strategy.topology' must be one of ring, exponential, complete, got "
+            "\"torus\"");
   EXPECT_EQ(config_error("[strategy]\nalgorithm = \"butterfly\"\n"),
             "x.toml: key 'strategy.algorithm' must be one of auto, native, ring, hd, tree, got "
             "\"butterfly\"");
@@ -218,7 +222,8 @@ TEST(Config, UnknownKeyWithNothingCloseListsTheSectionsKeys) {
   EXPECT_TRUE(contains(config_error("[optim]\nfoo = 1\n"), "valid keys in [optim]: name, lr"));
   EXPECT_EQ(config_error("[strategy]\ncompression = \"topk\"\n"),
             "x.toml: unknown key 'strategy.compression'; valid keys in [strategy]: name, "
-            "bucket_mb, first_bucket_mb, algorithm, find_unused_parameters");
+            "bucket_mb, first_bucket_mb, algorithm, find_unused_parameters, period, "
+            "warmup_steps, average_optimizer_state, alpha, topology, stage");
 }
 
 TEST(Config, UnknownSectionSuggestsOrListsTheSections) {
@@ -240,6 +245,15 @@ TEST(Config, NesterovNeedsMomentum) {
   EXPECT_EQ(config_error("[optim]\nnesterov = true\n"),
             "x.toml: optim.nesterov = true needs optim.momentum > 0, got 0.0");
   EXPECT_TRUE(parse_config("[optim]\nnesterov = true\nmomentum = 0.9\n", "x.toml").optim.nesterov);
+}
+
+TEST(Config, StrategyKeysHaveTheirRanges) {
+  EXPECT_EQ(config_error("[strategy]\nperiod = 0\n"),
+            "x.toml: key 'strategy.period' must be an integer >= 1, got 0");
+  EXPECT_EQ(config_error("[strategy]\nstage = 3\n"),
+            "x.toml: strategy.stage: expected 1 or 2 (ZeRO stages), got 3");
+  EXPECT_TRUE(contains(config_error("[strategy]\nalpha = 1.5\n"), "in [0, 1]"));
+  EXPECT_TRUE(contains(config_error("[train]\nslow_factor = 0.5\n"), ">= 1"));
 }
 
 TEST(ConfigOverrides, ApplyAfterTheFileInOrder) {
@@ -318,7 +332,7 @@ TEST(ConfigKeys, NameEveryKeyOnceSectionBySection) {
   const std::vector<std::string>& keys = config_keys();
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
   EXPECT_EQ(keys.front(), "data.dataset");
-  EXPECT_EQ(keys.back(), "strategy.find_unused_parameters");
+  EXPECT_EQ(keys.back(), "strategy.stage");
   EXPECT_NE(std::find(keys.begin(), keys.end(), "train.export"), keys.end());
   EXPECT_NE(std::find(keys.begin(), keys.end(), "optim.scale_lr"), keys.end());
 }

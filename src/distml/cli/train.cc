@@ -44,6 +44,7 @@ nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& dat
                       {"comm_time_s", r.comm_time_s},
                       {"overlap_fraction", r.overlap_fraction},
                       {"early_bucket_launches", r.early_bucket_launches},
+                      {"bytes_sent", r.bytes_sent},
                       {"param_checksum", hex(r.param_checksum)},
                       {"np", np},
                       {"wall_s", r.wall_s}};

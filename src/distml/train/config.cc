@@ -29,7 +29,8 @@ namespace {
 
 // The strategies a run can name: a new strategy is one more entry here.
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"allreduce"};
+  static const std::vector<std::string> names = {"allreduce", "local_sgd", "post_local_sgd",
+                                                 "easgd",     "gossip",    "zero"};
   return names;
 }
 
@@ -137,6 +138,8 @@ const Range kPositive{0, kInf, true, true, "> 0"};
 const Range kNonNegative{0, kInf, false, true, ">= 0"};
 const Range kOpenUnit{0, 1, true, true, "in (0, 1)"};
 const Range kHalfOpenUnit{0, 1, false, true, "in [0, 1)"};
+const Range kClosedUnit{0, 1, false, false, "in [0, 1]"};
+const Range kAtLeastOne{1, kInf, false, true, ">= 1"};
 
 // A field of TrainConfig, as a generic lambda so the same accessor serves the const printer
 // and the assigning setter.
@@ -273,6 +276,8 @@ const std::vector<KeySpec>& key_specs() {
       string_key("train", "checkpoint_dir", CONFIG_FIELD(train.checkpoint_dir)),
       string_key("train", "export", CONFIG_FIELD(train.export_path)),
       float_key("train", "timeout_s", kPositive, CONFIG_FIELD(train.timeout_s)),
+      int_key("train", "slow_rank", -1, CONFIG_FIELD(train.slow_rank)),
+      float_key("train", "slow_factor", kAtLeastOne, CONFIG_FIELD(train.slow_factor)),
 
       choice_key("strategy", "name", strategy_names(), CONFIG_FIELD(strategy.name)),
       float_key("strategy", "bucket_mb", kPositive, CONFIG_FIELD(strategy.bucket_mb)),
@@ -280,6 +285,14 @@ const std::vector<KeySpec>& key_specs() {
       choice_key("strategy", "algorithm", {"auto", "native", "ring", "hd", "tree"},
                  CONFIG_FIELD(strategy.algorithm)),
       bool_key("strategy", "find_unused_parameters", CONFIG_FIELD(strategy.find_unused_parameters)),
+      int_key("strategy", "period", 1, CONFIG_FIELD(strategy.period)),
+      int_key("strategy", "warmup_steps", 0, CONFIG_FIELD(strategy.warmup_steps)),
+      bool_key("strategy", "average_optimizer_state",
+               CONFIG_FIELD(strategy.average_optimizer_state)),
+      float_key("strategy", "alpha", kClosedUnit, CONFIG_FIELD(strategy.alpha)),
+      choice_key("strategy", "topology", {"ring", "exponential", "complete"},
+                 CONFIG_FIELD(strategy.topology)),
+      int_key("strategy", "stage", 1, CONFIG_FIELD(strategy.stage)),
   };
   return specs;
 }
@@ -478,6 +491,9 @@ void check_consistency(const TrainConfig& c) {
   if (c.optim.nesterov && !(c.optim.momentum > 0))
     throw ConfigError(cat(c.source, ": optim.nesterov = true needs optim.momentum > 0, got ",
                           format_float(c.optim.momentum)));
+  if (c.strategy.stage > 2)
+    throw ConfigError(
+        cat(c.source, ": strategy.stage: expected 1 or 2 (ZeRO stages), got ", c.strategy.stage));
 }
 
 }  // namespace

@@ -37,6 +37,8 @@ struct TrainLoopConfig {
   std::string checkpoint_dir;         // empty: no checkpoints
   std::string export_path;            // final weights as a torch.load-able name -> tensor file
   double timeout_s = 300;             // deadline of every collective
+  std::int64_t slow_rank = -1;        // straggler experiments: this rank's compute is slowed
+  double slow_factor = 1;             // ... by this factor (it sleeps (factor - 1) x its compute)
 };
 
 struct StrategyConfig {
@@ -46,6 +48,13 @@ struct StrategyConfig {
       1;  // the first bucket (the last parameters) is small, so it starts early
   std::string algorithm = "auto";  // all-reduce algorithm: auto | native | ring | hd | tree
   bool find_unused_parameters = false;
+  std::int64_t period = 8;               // local_sgd, post_local_sgd: steps H between averages;
+                                         // easgd: steps tau between elastic updates
+  std::int64_t warmup_steps = 100;       // post_local_sgd: all-reduce steps before local SGD
+  bool average_optimizer_state = false;  // local_sgd: average momentum / Adam moments too
+  double alpha = 0.1;                    // easgd: moving rate (ranks x alpha <= 1)
+  std::string topology = "ring";         // gossip: ring | exponential | complete
+  std::int64_t stage = 1;                // zero: 1 (optimizer state) or 2 (and gradients)
 };
 
 struct TrainConfig {

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "distml/comm/block_range.h"
 #include "distml/core/error.h"
@@ -15,7 +16,7 @@
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/checkpoint_file.h"
 #include "distml/train/optimizer_factory.h"
-#include "distml/train/strategies/allreduce_strategy.h"
+#include "distml/train/strategy_factory.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
@@ -66,17 +67,6 @@ nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed) {
   std::lock_guard lock(mutex);
   torch::manual_seed(seed);
   return nn::make_model(options);
-}
-
-std::unique_ptr<Strategy> make_strategy(const StrategyConfig& c, comm::Communicator& comm) {
-  if (c.name != "allreduce")
-    throw ConfigError(cat("strategy.name: unknown strategy '", c.name, "'"));
-  AllreduceStrategyOptions o;
-  o.first_bucket_bytes = static_cast<std::size_t>(c.first_bucket_mb * (1 << 20));
-  o.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * (1 << 20));
-  o.algorithm = comm::parse_algorithm(c.algorithm);
-  o.find_unused_parameters = c.find_unused_parameters;
-  return std::make_unique<AllreduceStrategy>(comm, o);
 }
 
 // Keys a resumed run may change: they steer the run, not the trajectory.
@@ -180,6 +170,7 @@ struct Trainer::State {
   // One optimizer step on this rank's batch; returns its mean loss.
   double step(const data::Batch& batch) {
     const std::int64_t micro = config.train.batch_size, k = config.train.accumulate;
+    const auto compute_start = Clock::now();
     optimizer->zero_grad();
     double loss_sum = 0;
     for (std::int64_t m = 0; m < k; ++m) {
@@ -190,9 +181,24 @@ struct Trainer::State {
       scaled.backward();
       loss_sum += scaled.item<double>();
     }
+    if (comm.rank() == config.train.slow_rank) straggle(seconds_since(compute_start));
     strategy->before_optimizer_step();
-    optimizer->step();
+    strategy->optimizer_step(*optimizer);
+    strategy->after_optimizer_step(*optimizer, global_step + 1);
     return loss_sum;
+  }
+
+  // Straggler experiments: this rank's compute takes slow_factor times as long.
+  void straggle(double compute_s) const {
+    const double extra = (config.train.slow_factor - 1) * compute_s;
+    std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+  }
+
+  // Collective: one model on every rank (the strategy's reconcile, BatchNorm statistics
+  // averaged), before it is evaluated, saved or exported.
+  void consolidate() {
+    strategy->reconcile(*optimizer);
+    average_buffers();
   }
 
   // Running statistics (BatchNorm) differ between ranks: average them (see the header).
@@ -208,7 +214,7 @@ struct Trainer::State {
   }
 
   EvalMetrics evaluate() {
-    average_buffers();
+    consolidate();
     const auto& test = data.test;
     auto range = comm::block_range(test.num_samples, comm.size(), comm.rank());
     const std::int64_t chunk = std::max<std::int64_t>(256, config.train.batch_size);
@@ -238,7 +244,7 @@ struct Trainer::State {
 
   // Collective: every rank averages its buffers, rank 0 writes, and all learn whether it did.
   void save_checkpoint(const data::SamplerPosition& position) {
-    average_buffers();
+    consolidate();
     const std::string& dir = config.train.checkpoint_dir;
     std::int32_t failed = 0;
     std::string why;
@@ -369,7 +375,7 @@ Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const Task
   torch::set_num_threads(static_cast<int>(config.train.threads));
   s_->check_same_config();
   s_->optimizer = make_optimizer(s_->model.parameters(), config.optim);
-  s_->strategy = make_strategy(config.strategy, comm);
+  s_->strategy = make_strategy(config, comm);
   s_->strategy->setup(s_->model.module());
 }
 
@@ -452,15 +458,18 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
         window_start = Clock::now();
       }
       const bool eval_now = t.eval_every > 0 ? s.global_step % t.eval_every == 0 : epoch_end;
-      if (eval_now && !last)
+      if (eval_now && !last) {
+        const double train_s = seconds_since(loop_start) - excluded;  // for time-to-accuracy
         aside([&] {
           auto m = s.evaluate();
           if (reporter && on_event)
             on_event({{"event", "eval"},
                       {"step", s.global_step},
                       {"test_loss", m.loss},
-                      {"test_accuracy", m.accuracy}});
+                      {"test_accuracy", m.accuracy},
+                      {"train_s", train_s}});
         });
+      }
       if (!t.checkpoint_dir.empty() && t.checkpoint_every > 0 &&
           s.global_step % t.checkpoint_every == 0 && !last)
         aside(checkpoint);
@@ -470,7 +479,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   s.sampler.restore(position);
 
   if (!t.checkpoint_dir.empty()) checkpoint();
-  result.test = s.evaluate();  // also averages the buffers, before the export
+  result.test = s.evaluate();  // also consolidates the replicas, before the export
   result.param_checksum = s.check_replicas_agree();
   // Last, after every collective: a failure here cannot leave other ranks waiting.
   if (!t.export_path.empty() && reporter) {
@@ -480,6 +489,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     export_tensors(t.export_path, named);
   }
   result.global_step = s.global_step;
+  result.bytes_sent = s.strategy->stats().bytes_sent;
   if (loop_s > 0 && result.steps > 0) {
     result.steps_per_sec = result.steps / loop_s;
     result.samples_per_sec = result.steps_per_sec * samples_per_step;

@@ -7,8 +7,11 @@
 //     batch_size x accumulate samples, cut into `accumulate` micro-batches.
 //  2. For each micro-batch: strategy.before_backward(last micro-batch?), forward, loss /
 //     accumulate, backward (the strategy's hooks communicate during it).
-//  3. strategy.before_optimizer_step() leaves the averaged gradients in .grad(); the optimizer
-//     steps with the scheduled learning rate.
+//  3. strategy.before_optimizer_step() leaves the averaged gradients in .grad();
+//     strategy.optimizer_step() applies the update with the scheduled learning rate (a plain
+//     optimizer step, or ZeRO's sharded one); strategy.after_optimizer_step() averages models
+//     where the strategy does that (local SGD, EASGD, gossip). With train.slow_rank = R, rank
+//     R sleeps (slow_factor - 1) x its forward/backward time first: a straggler.
 //  4. Every log_every steps the mean loss is averaged across ranks and reported; at the end of
 //     an epoch (or every eval_every steps) the test split is evaluated; every
 //     checkpoint_every steps rank 0 writes a checkpoint.
@@ -16,7 +19,9 @@
 // BatchNorm: each rank normalises with its own batch's statistics during training (as PyTorch
 // DDP does by default, and as the single-process reference would with batch_size samples);
 // the running statistics, which differ between ranks, are averaged across ranks before every
-// evaluation, checkpoint and export, so that all ranks evaluate and save the same model.
+// evaluation, checkpoint and export, so that all ranks evaluate and save the same model. The
+// strategy's reconcile() runs at the same points, for strategies whose replicas drift apart
+// (local SGD, gossip, EASGD): evaluations and checkpoints see the consensus model.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +54,7 @@ struct TrainResult {
   double comm_time_s = 0;        // all-reduce time, launch to completion, summed over steps
   double overlap_fraction = 0;   // the share of comm_time_s hidden behind backward
   std::int64_t early_bucket_launches = 0;  // reductions started while backward still ran
+  std::size_t bytes_sent = 0;              // this rank's model payload sent (StrategyStats)
   std::uint64_t param_checksum = 0;        // the same on every rank, else the run fails
   double wall_s = 0;
 };

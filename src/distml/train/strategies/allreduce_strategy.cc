@@ -1,10 +1,10 @@
 #include "distml/train/strategies/allreduce_strategy.h"
 
 #include <chrono>
-#include <functional>
 
 #include "distml/core/error.h"
 #include "distml/train/bucket_planner.h"
+#include "distml/train/strategies/replicas.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
@@ -14,19 +14,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// A hash of the parameter names and shapes, the same on every rank that has the same model.
-std::uint64_t shape_hash(const std::vector<std::string>& names,
-                         const std::vector<torch::Tensor>& params) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    mix(std::hash<std::string>{}(names[i]));
-    for (auto d : params[i].sizes()) mix(static_cast<std::uint64_t>(d));
-    mix(static_cast<std::uint64_t>(params[i].scalar_type()));
-  }
-  return h;
 }
 
 }  // namespace
@@ -54,25 +41,10 @@ AllreduceStrategy::~AllreduceStrategy() {
 }
 
 void AllreduceStrategy::setup(torch::nn::Module& model) {
-  torch::NoGradGuard no_grad;
-  for (auto& item : model.named_parameters()) {
-    if (!item.value().requires_grad()) continue;
-    names_.push_back(item.key());
-    params_.push_back(item.value());
-  }
-
   // 1. Same shapes everywhere, then rank 0's values everywhere.
-  std::uint64_t mine = shape_hash(names_, params_);
-  std::vector<std::uint64_t> all(comm_.size());
-  comm_.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64},
-                  comm::Buffer{all.data(), all.size(), comm::DType::i64});
-  for (int r = 0; r < comm_.size(); ++r)
-    if (all[r] != all[0])
-      throw CommError(cat("rank ", r,
-                          " has a model whose parameter names or shapes differ from "
-                          "rank 0's: the ranks must build the same model"));
-  for (auto& p : params_) comm_.broadcast(buffer_of(p), 0);
-  for (auto& b : model.named_buffers()) comm_.broadcast(buffer_of(b.value()), 0);
+  auto trainable = start_from_rank0(model, comm_);
+  names_ = std::move(trainable.names);
+  params_ = std::move(trainable.tensors);
 
   // 2. Buckets.
   std::vector<std::size_t> bytes;
@@ -130,7 +102,7 @@ void AllreduceStrategy::launch_ready_buckets() {
     if (next_launch_ == 1) first_launch_ = std::chrono::steady_clock::now();
     b.work = comm_.iallreduce(buffer_of(b.flat),
                               {.op = comm::ReduceOp::avg, .algorithm = options_.algorithm});
-    stats_.bytes_reduced += b.flat.numel() * b.flat.element_size();
+    stats_.bytes_sent += b.flat.numel() * b.flat.element_size();
     ++launched;
   }
   // Launched while a later bucket still waits for gradients: overlapped with backward.

@@ -1,0 +1,97 @@
+#include "distml/train/strategies/replicas.h"
+
+#include <functional>
+
+#include "distml/core/error.h"
+#include "distml/train/tensor_buffer.h"
+
+namespace distml::train {
+namespace {
+
+// A hash of the parameter names and shapes, the same on every rank that has the same model.
+std::uint64_t shape_hash(const TrainableParameters& p) {
+  std::uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  for (std::size_t i = 0; i < p.tensors.size(); ++i) {
+    mix(std::hash<std::string>{}(p.names[i]));
+    for (auto d : p.tensors[i].sizes()) mix(static_cast<std::uint64_t>(d));
+    mix(static_cast<std::uint64_t>(p.tensors[i].scalar_type()));
+  }
+  return h;
+}
+
+}  // namespace
+
+TrainableParameters start_from_rank0(torch::nn::Module& model, comm::Communicator& comm) {
+  torch::NoGradGuard no_grad;
+  TrainableParameters p;
+  for (auto& item : model.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    p.names.push_back(item.key());
+    p.tensors.push_back(item.value());
+  }
+  std::uint64_t mine = shape_hash(p);
+  std::vector<std::uint64_t> all(comm.size());
+  comm.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64},
+                 comm::Buffer{all.data(), all.size(), comm::DType::i64});
+  for (int r = 0; r < comm.size(); ++r)
+    if (all[r] != all[0])
+      throw CommError(cat("rank ", r,
+                          " has a model whose parameter names or shapes differ from "
+                          "rank 0's: the ranks must build the same model"));
+  for (auto& t : p.tensors) comm.broadcast(buffer_of(t), 0);
+  for (auto& b : model.named_buffers()) comm.broadcast(buffer_of(b.value()), 0);
+  return p;
+}
+
+std::size_t payload_bytes(std::span<const torch::Tensor> tensors) {
+  std::size_t n = 0;
+  for (const auto& t : tensors) n += t.numel() * t.element_size();
+  return n;
+}
+
+std::size_t average_across_ranks(std::span<const torch::Tensor> tensors, comm::Communicator& comm) {
+  if (tensors.empty()) return 0;
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> flat_views;
+  for (const auto& t : tensors) flat_views.push_back(t.reshape(-1));
+  auto flat = torch::cat(flat_views);
+  comm.allreduce(buffer_of(flat), {.op = comm::ReduceOp::avg});
+  std::int64_t offset = 0;
+  for (const auto& t : tensors) {
+    t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+  return payload_bytes(tensors);
+}
+
+std::vector<torch::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer) {
+  std::vector<torch::Tensor> out;
+  auto add = [&](const torch::Tensor& t) {
+    if (t.defined() && t.numel() > 0) out.push_back(t);
+  };
+  auto& state = optimizer.state();
+  for (auto& group : optimizer.param_groups()) {
+    for (auto& p : group.params()) {
+      auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+      if (it == state.end()) continue;
+      torch::optim::OptimizerParamState* s = it->second.get();
+      if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(s)) {
+        add(sgd->momentum_buffer());
+      } else if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(s)) {
+        add(adam->exp_avg());
+        add(adam->exp_avg_sq());
+        add(adam->max_exp_avg_sq());
+      } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(s)) {
+        add(adamw->exp_avg());
+        add(adamw->exp_avg_sq());
+        add(adamw->max_exp_avg_sq());
+      } else {
+        throw InternalError("optimizer_state_tensors: an optimizer state of an unknown kind");
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace distml::train

@@ -1,0 +1,36 @@
+// What every strategy does with whole replicas: start them from rank 0's model, average
+// them, and find the optimizer state that travels with them.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <span>
+#include <string>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+
+namespace distml::train {
+
+/// The parameters a strategy keeps consistent: those that require a gradient, in module order.
+struct TrainableParameters {
+  std::vector<std::string> names;
+  std::vector<torch::Tensor> tensors;
+};
+
+/// Collective. Checks that every rank built a model with the same parameter names and shapes
+/// (CommError on every rank otherwise), then copies rank 0's parameters and buffers to all.
+TrainableParameters start_from_rank0(torch::nn::Module& model, comm::Communicator& comm);
+
+/// Collective. Replaces each tensor by its average over the ranks (one all-reduce over a flat
+/// copy; all tensors must share a dtype). Returns the payload bytes sent.
+std::size_t average_across_ranks(std::span<const torch::Tensor> tensors, comm::Communicator& comm);
+
+/// The floating-point state tensors of `optimizer` (momentum buffers, Adam moments), in
+/// parameter order, so that replicas can average them. Empty before the first step.
+std::vector<torch::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer);
+
+/// All-reduce bytes of a set of tensors, for the stats.
+std::size_t payload_bytes(std::span<const torch::Tensor> tensors);
+
+}  // namespace distml::train
