@@ -42,3 +42,19 @@ expect 2 'unknown option "k"' fit logreg --data "$dir/train.csv" --set k=3
 # More ranks than rows: some shards are empty, the fit still works.
 printf 'x,kind\n1,a\n9,b\n' >"$dir/tiny.csv"
 expect 0 '"rows":2' "$distml" fit nb --data "$dir/tiny.csv" --label kind --engine local --np 5 --json
+
+# Regression: a real-valued label, y = 3x + 1 exactly; GBDT with squared error recovers it
+# closely (R^2 near 1) and predict writes values, not class ids.
+{
+  echo "x,y"
+  for i in $(seq 0 199); do echo "$i,$((3 * i + 1)).25"; done
+} >"$dir/line.csv"
+expect 0 '"classes":0' fit gbdt --data "$dir/line.csv" --set loss=squared_error --set min_samples_leaf=2 \
+  --model-out "$dir/r.json" --json
+out=$("$distml" predict --model "$dir/r.json" --data "$dir/line.csv" --out "$dir/r.csv" --engine "$engine" --np "$np") ||
+  fail "predict of the regression model: $out"
+score=$(sed -n 's/.*: score \([0-9.]*\) over.*/\1/p' <<<"$out")
+awk -v s="$score" 'BEGIN { exit !(s > 0.999) }' || fail "regression score: $out"
+awk -F, 'NR == 2 { v = $1 } END { exit !(v > -5 && v < 10) }' "$dir/r.csv" || fail "first value: $(head -n 2 "$dir/r.csv")"
+echo "ok: regression $out"
+expect 2 "train.csv:2: column 3 (kind): label 'low' is not a finite number (regression)" fit gbdt --data "$dir/train.csv" --label kind --set loss=squared_error

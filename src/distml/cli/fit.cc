@@ -71,19 +71,32 @@ LocalData read_idx_split(const std::string& folder, const std::string& prefix,
                             (dir / (prefix + "-labels-idx1-ubyte")).string(), comm);
 }
 
-// `idx_split` picks the IDX files of a folder: "train" to fit, "t10k" to predict.
-LocalData read_data(const DataOptions& d, comm::Communicator& comm, std::size_t features = 0,
-                    const std::string& idx_split = "train") {
+// How to read a data file: `features` for LibSVM (0: from the data), `idx_split` picks the
+// IDX files of a folder ("train" to fit, "t10k" to predict), `regression` reads the labels as
+// real-valued targets.
+struct ReadOptions {
+  std::size_t features = 0;
+  std::string idx_split = "train";
+  bool regression = false;
+};
+
+LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOptions& r = {}) {
   const std::string format = resolved_format(d);
-  if (format == "idx") return read_idx_split(d.path, idx_split, comm);
+  if (format == "idx") {
+    if (r.regression)
+      throw UsageError(cat(d.path, ": IDX labels are class ids; regression needs CSV or LibSVM"));
+    return read_idx_split(d.path, r.idx_split, comm);
+  }
   if (format == "libsvm") {
     ml::LibsvmShardOptions o;
-    o.features = features;
+    o.features = r.features;
+    o.regression = r.regression;
     return ml::read_libsvm_shard(d.path, comm, o);
   }
   if (format != "csv")
     throw UsageError(cat("--format must be auto, csv, libsvm or idx, got '", format, "'"));
   ml::CsvShardOptions o;
+  o.regression = r.regression;
   if (!d.label.empty()) {
     char* end = nullptr;
     const long index = std::strtol(d.label.c_str(), &end, 10);
@@ -135,12 +148,13 @@ std::unique_ptr<ml::Estimator> configured_estimator(const FitOptions& o) {
 
 void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   auto estimator = configured_estimator(o);
-  LocalData train = read_data(o.data, comm);
+  const bool regression = estimator->regression();
+  LocalData train = read_data(o.data, comm, {.regression = regression});
   std::optional<LocalData> test;
   if (!o.test_path.empty()) {
     DataOptions t = o.data;
     t.path = o.test_path;
-    test = read_data(t, comm, train.features);
+    test = read_data(t, comm, {.features = train.features, .regression = regression});
     align_labels(*test, train.class_names, o.test_path);
     check_features(*test, train.features, o.test_path);
   } else if (o.test_fraction > 0) {
@@ -196,9 +210,10 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   if (!o.model_out.empty()) std::printf("model written to %s\n", o.model_out.c_str());
 }
 
-// Writes every rank's predictions to `path` on rank 0, in row order, by class name if any.
-void write_predictions(const std::vector<std::int64_t>& mine, const std::vector<std::string>& names,
-                       const std::string& path, comm::Communicator& comm) {
+// Writes every rank's predictions (class ids, or values of a regression) to `path` on rank 0,
+// in row order, classes by name if they have names.
+void write_predictions(const std::vector<double>& mine, const std::vector<std::string>& names,
+                       bool regression, const std::string& path, comm::Communicator& comm) {
   std::int64_t n = static_cast<std::int64_t>(mine.size());
   std::vector<std::int64_t> counts(comm.size());
   comm.allgather(comm::ConstBuffer{&n, 1, comm::DType::i64},
@@ -206,17 +221,18 @@ void write_predictions(const std::vector<std::int64_t>& mine, const std::vector<
   std::vector<std::size_t> sizes(counts.begin(), counts.end());
   std::size_t total = 0;
   for (auto s : sizes) total += s;
-  std::vector<std::int64_t> all(total);
-  comm.allgatherv(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::i64},
-                  comm::Buffer{all.data(), all.size(), comm::DType::i64}, sizes);
+  std::vector<double> all(total);
+  comm.allgatherv(comm::cview(mine), comm::view(all), sizes);
   if (comm.rank() != 0) return;
   std::ofstream out(path);
   out << "prediction\n";
-  for (auto p : all) {
-    if (names.empty())
-      out << p << "\n";
-    else
-      out << names.at(p) << "\n";
+  char text[32];
+  for (double p : all) {
+    if (regression)
+      std::snprintf(text, sizeof text, "%.17g", p);
+    else if (names.empty())
+      std::snprintf(text, sizeof text, "%lld", static_cast<long long>(p));
+    out << (regression || names.empty() ? text : names.at(static_cast<std::size_t>(p))) << "\n";
   }
   if (!out.flush()) throw Error(cat(path, ": cannot write the predictions"));
 }
@@ -226,13 +242,23 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   auto estimator = ml::estimator_from_json(model);
   const auto& pre = model.at("preprocessing");
   const auto names = pre.at("class_names").get<std::vector<std::string>>();
-  LocalData data = read_data(o.data, comm, pre.at("features").get<std::size_t>(), "t10k");
+  const bool regression = estimator->regression();
+  LocalData data = read_data(o.data, comm,
+                             {.features = pre.at("features").get<std::size_t>(),
+                              .idx_split = "t10k",
+                              .regression = regression});
   check_features(data, pre.at("features").get<std::size_t>(), o.data.path);
   if (estimator->supervised()) align_labels(data, names, o.data.path);
   if (pre.contains("standardizer")) ml::Standardizer::from_json(pre["standardizer"]).apply(data);
-  const auto predictions = estimator->predict(data);
+  std::vector<double> predictions;
+  if (regression) {
+    predictions = estimator->predict_values(data);
+  } else {
+    const auto ids = estimator->predict(data);
+    predictions.assign(ids.begin(), ids.end());
+  }
   const double score = estimator->score(data, comm);
-  if (!o.out.empty()) write_predictions(predictions, names, o.out, comm);
+  if (!o.out.empty()) write_predictions(predictions, names, regression, o.out, comm);
   if (comm.rank() == 0)
     std::printf("%s on %s: score %.4f over %zu rows%s%s\n", model["estimator"].dump().c_str(),
                 o.data.path.c_str(), score, data.global_rows,
@@ -295,7 +321,9 @@ void add_fit_commands(CLI::App& app, int argc, char** argv) {
   sub->add_flag("--standardize", fit->standardize,
                 "Scale features to mean 0, variance 1 (statistics of the training rows)");
   sub->add_option("--seed", fit->seed, "Seed of the train/test split");
-  sub->add_option("--set", fit->sets, "Estimator option: --set k=10, --set C=0.5 (repeatable)");
+  sub->add_option("--set", fit->sets,
+                  "Estimator option: --set k=10, --set C=0.5 (repeatable); gbdt with --set "
+                  "loss=squared_error is a regression on a real-valued label");
   sub->add_option("--model-out", fit->model_out, "Write the fitted model as JSON");
   sub->add_flag("--json", fit->json, "Print the result as one JSON done line");
   CLI::Option* np = nullptr;

@@ -26,6 +26,17 @@ class Adapter final : public Estimator {
   std::vector<std::int64_t> predict(const LocalData& data) const override {
     return model_.predict(data);
   }
+  bool regression() const override {
+    if constexpr (requires { model_.loss(); })
+      return (model_.loss().empty() ? options_.loss : model_.loss()) == "squared_error";
+    else
+      return false;
+  }
+  std::vector<double> predict_values(const LocalData& data) const override {
+    if constexpr (requires { model_.predict_values(data); })
+      if (regression()) return model_.predict_values(data);
+    throw UsageError(cat(name_, ": predicted values need a regression model"));
+  }
   double score(const LocalData& data, comm::Communicator& comm) const override {
     return model_.score(data, comm);
   }

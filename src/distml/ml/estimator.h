@@ -21,10 +21,15 @@ class Estimator {
   virtual void set(const std::string& key, const std::string& value) = 0;
   /// Collective: every rank passes its own rows.
   virtual void fit(const LocalData& data, comm::Communicator& comm) = 0;
-  /// Class ids (cluster ids for k-means) of this rank's rows.
+  /// Class ids (cluster ids for k-means) of this rank's rows; classifiers and k-means only.
   virtual std::vector<std::int64_t> predict(const LocalData& data) const = 0;
-  /// Collective: accuracy over all ranks' rows; for k-means, minus the inertia (as
-  /// scikit-learn's score).
+  /// Whether the labels are real-valued targets (LocalData::targets), not class ids: GBDT
+  /// with loss = squared_error.
+  virtual bool regression() const { return false; }
+  /// Predicted values of this rank's rows; regression models only.
+  virtual std::vector<double> predict_values(const LocalData& data) const = 0;
+  /// Collective: accuracy over all ranks' rows; R^2 for regression; for k-means, minus the
+  /// inertia (as scikit-learn's score).
   virtual double score(const LocalData& data, comm::Communicator& comm) const = 0;
   /// Whether fit needs labels (k-means does not).
   virtual bool supervised() const { return true; }
