@@ -1,5 +1,6 @@
 // Row-sharded readers, standardizer and split against whole-file references at world sizes
 // 1..7 (including more ranks than rows), ranks as threads of the local engine.
+#include "distml/ml/preprocessing.h"
 #include "distml/ml/sharded_reader.h"
 
 #include <gtest/gtest.h>

@@ -11,9 +11,11 @@
 
 #include "distml/comm/engines.h"
 #include "distml/comm/local/local_world.h"
+#include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/ml/estimator.h"
 #include "distml/ml/model_file.h"
+#include "distml/ml/preprocessing.h"
 #include "distml/ml/sharded_reader.h"
 #include "launch.h"
 
@@ -130,10 +132,6 @@ void check_features(const LocalData& d, std::size_t want, const std::string& fil
     throw DataError(cat(file, ": ", d.features, " features, but the model has ", want));
 }
 
-double seconds_since(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 // The named estimator with the --set options applied; UsageError/ConfigError on a bad one.
 std::unique_ptr<ml::Estimator> configured_estimator(const FitOptions& o) {
   auto estimator = ml::make_estimator(o.estimator);
@@ -174,7 +172,7 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   }
 
   comm.barrier();
-  const auto start = std::chrono::steady_clock::now();
+  const auto start = Clock::now();
   estimator->fit(train, comm);
   const double fit_s = seconds_since(start);
   const double train_score = estimator->score(train, comm);

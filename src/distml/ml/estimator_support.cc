@@ -14,18 +14,6 @@ void allreduce_sum(comm::Communicator& comm, std::vector<double>& v) {
   comm.allreduce(comm::Buffer{v.data(), v.size(), comm::DType::f64});
 }
 
-void throw_if_any_rank_failed(comm::Communicator& comm, const std::string& local_error) {
-  std::int64_t first = local_error.empty() ? comm.size() : comm.rank();
-  comm.allreduce(comm::Buffer{&first, 1, comm::DType::i64}, {comm::ReduceOp::min});
-  if (first == comm.size()) return;
-  const int root = static_cast<int>(first);
-  std::int64_t length = static_cast<std::int64_t>(local_error.size());
-  comm.broadcast(comm::Buffer{&length, 1, comm::DType::i64}, root);
-  std::string message = comm.rank() == root ? local_error : std::string(length, ' ');
-  comm.broadcast(comm::Buffer{message.data(), message.size(), comm::DType::u8}, root);
-  throw DataError(cat("rank ", root, ": ", message));
-}
-
 std::string check_classification_shard(const LocalData& data, std::string_view who) {
   if (data.x.size() != data.rows * data.features)
     return cat(who, ": x holds ", data.x.size(), " values for ", data.rows, " rows of ",

@@ -11,16 +11,13 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/ml/agreement.h"
 #include "distml/ml/local_data.h"
 
 namespace distml::ml {
 
 /// Sums `v` over ranks in place (f64).
 void allreduce_sum(comm::Communicator& comm, std::vector<double>& v);
-
-/// Collective: when any rank passes a non-empty `local_error`, every rank throws DataError with
-/// the message of the lowest such rank. Costs one small all-reduce when all is well.
-void throw_if_any_rank_failed(comm::Communicator& comm, const std::string& local_error);
 
 /// What is wrong with this rank's shard for a classifier called `who` (empty when nothing):
 /// x and y sizes, at least two classes, labels in [0, num_classes).

@@ -8,7 +8,7 @@
 #include "distml/ml/estimator_support.h"
 #include "distml/ml/exact_sum.h"
 #include "distml/ml/gbdt_binning.h"
-#include "distml/ml/sharded_reader.h"
+#include "distml/ml/preprocessing.h"
 
 namespace distml::ml {
 namespace {
@@ -362,26 +362,11 @@ double GBDT::score(const LocalData& data, comm::Communicator& comm) const {
 
 nlohmann::json GBDT::to_json() const {
   check_fitted("to_json");
-  const auto& o = options_;
   nlohmann::json trees = nlohmann::json::array();
   for (const auto& t : trees_) trees.push_back(tree_to_json(t));
   return {{"estimator", kName},
           {"version", 1},
-          {"options",
-           {{"loss", o.loss},
-            {"max_iter", o.max_iter},
-            {"learning_rate", o.learning_rate},
-            {"max_leaf_nodes", o.max_leaf_nodes},
-            {"max_depth", o.max_depth},
-            {"growth", o.growth},
-            {"min_samples_leaf", o.min_samples_leaf},
-            {"l2_regularization", o.l2_regularization},
-            {"max_bins", o.max_bins},
-            {"early_stopping", o.early_stopping},
-            {"validation_fraction", o.validation_fraction},
-            {"n_iter_no_change", o.n_iter_no_change},
-            {"tol", o.tol},
-            {"seed", o.seed}}},
+          {"options", options_},
           {"loss", loss_},
           {"num_classes", num_classes_},
           {"features", features_},
@@ -397,21 +382,7 @@ GBDT GBDT::from_json(const nlohmann::json& j) {
     if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
       throw DataError(cat("not a version 1 ", kName, " model"));
     const auto& jo = model_field(j, "options", kName);
-    GBDTOptions o;
-    o.loss = model_field(jo, "loss", kName).get<std::string>();
-    o.max_iter = model_field(jo, "max_iter", kName).get<int>();
-    o.learning_rate = model_field(jo, "learning_rate", kName).get<double>();
-    o.max_leaf_nodes = model_field(jo, "max_leaf_nodes", kName).get<int>();
-    o.max_depth = model_field(jo, "max_depth", kName).get<int>();
-    o.growth = model_field(jo, "growth", kName).get<std::string>();
-    o.min_samples_leaf = model_field(jo, "min_samples_leaf", kName).get<int>();
-    o.l2_regularization = model_field(jo, "l2_regularization", kName).get<double>();
-    o.max_bins = model_field(jo, "max_bins", kName).get<int>();
-    o.early_stopping = model_field(jo, "early_stopping", kName).get<bool>();
-    o.validation_fraction = model_field(jo, "validation_fraction", kName).get<double>();
-    o.n_iter_no_change = model_field(jo, "n_iter_no_change", kName).get<int>();
-    o.tol = model_field(jo, "tol", kName).get<double>();
-    o.seed = model_field(jo, "seed", kName).get<std::uint64_t>();
+    const auto o = jo.get<GBDTOptions>();
     GBDT m(o);
     m.loss_ = model_field(j, "loss", kName).get<std::string>();
     m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();

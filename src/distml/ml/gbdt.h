@@ -41,6 +41,12 @@ struct GBDTOptions {
   std::uint64_t seed = 0;
 };
 
+/// As JSON, one field per option (model files); fields a file lacks take their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GBDTOptions, loss, max_iter, learning_rate,
+                                                max_leaf_nodes, max_depth, growth, min_samples_leaf,
+                                                l2_regularization, max_bins, early_stopping,
+                                                validation_fraction, n_iter_no_change, tol, seed)
+
 /// Sets the option named `key` from its text ("max_iter", "50"). ConfigError naming the key
 /// (and the valid keys when it is unknown) or the expected value; `options` is then unchanged.
 void set_option(GBDTOptions& options, std::string_view key, std::string_view value);

@@ -293,28 +293,13 @@ double KMeans::score(const LocalData& data, comm::Communicator& comm) const {
 
 nlohmann::json KMeans::to_json() const {
   check_fitted("to_json");
-  const KMeansOptions& o = options_;
   nlohmann::json rows = nlohmann::json::array();
   for (std::size_t c = 0; c < centroids_.size(); c += features_)
     rows.push_back(std::vector<double>(centroids_.begin() + c, centroids_.begin() + c + features_));
-  return {{"estimator", kWho},
-          {"version", 1},
-          {"features", features_},
-          {"centroids", rows},
-          {"iterations", iterations_},
-          {"inertia", inertia_},
-          {"options",
-           {{"k", o.k},
-            {"init", o.init},
-            {"oversampling", o.oversampling},
-            {"init_rounds", o.init_rounds},
-            {"max_iter", o.max_iter},
-            {"tol", o.tol},
-            {"n_init", o.n_init},
-            {"seed", o.seed},
-            {"algorithm", o.algorithm},
-            {"batch_size", o.batch_size},
-            {"max_no_improvement", o.max_no_improvement}}}};
+  return {{"estimator", kWho},         {"version", 1},
+          {"features", features_},     {"centroids", rows},
+          {"iterations", iterations_}, {"inertia", inertia_},
+          {"options", options_}};
 }
 
 KMeans KMeans::from_json(const nlohmann::json& j) {
@@ -324,18 +309,7 @@ KMeans KMeans::from_json(const nlohmann::json& j) {
     throw DataError(cat("kmeans model: unsupported version ", j["version"].dump()));
   try {
     const auto& jo = model_field(j, "options", kWho);
-    KMeansOptions o;
-    o.k = jo.at("k").get<int>();
-    o.init = jo.at("init").get<std::string>();
-    o.oversampling = jo.at("oversampling").get<double>();
-    o.init_rounds = jo.at("init_rounds").get<int>();
-    o.max_iter = jo.at("max_iter").get<int>();
-    o.tol = jo.at("tol").get<double>();
-    o.n_init = jo.at("n_init").get<int>();
-    o.seed = jo.at("seed").get<std::uint64_t>();
-    o.algorithm = jo.at("algorithm").get<std::string>();
-    o.batch_size = jo.at("batch_size").get<std::size_t>();
-    o.max_no_improvement = jo.at("max_no_improvement").get<int>();
+    const auto o = jo.get<KMeansOptions>();
     KMeans model(o);
     model.features_ = model_field(j, "features", kWho).get<std::size_t>();
     for (const auto& row : model_field(j, "centroids", kWho)) {

@@ -57,6 +57,11 @@ struct KMeansOptions {
   int max_no_improvement = 10;      // minibatch: steps without a better smoothed inertia
 };
 
+/// As JSON, one field per option (model files); fields a file lacks take their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(KMeansOptions, k, init, oversampling, init_rounds,
+                                                max_iter, tol, n_init, seed, algorithm, batch_size,
+                                                max_no_improvement)
+
 /// Sets the option called `key` (the field names above) from text, as `--set k=10` passes
 /// it. ConfigError naming the key and the valid keys or values.
 void set_option(KMeansOptions& options, const std::string& key, const std::string& value);

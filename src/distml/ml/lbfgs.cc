@@ -2,35 +2,64 @@
 
 #include <algorithm>
 #include <cmath>
-#include <deque>
 #include <limits>
 #include <utility>
 
+#include "distml/ml/lbfgs_memory.h"
+
 namespace distml::ml {
+
+// LbfgsMemory (lbfgs_memory.h).
+
+void LbfgsMemory::add(const std::vector<double>& w_old, const std::vector<double>& w_new,
+                      const std::vector<double>& g_old, const std::vector<double>& g_new) {
+  Pair p;
+  p.s.resize(w_old.size());
+  p.y.resize(w_old.size());
+  for (std::size_t i = 0; i < w_old.size(); ++i) {
+    p.s[i] = w_new[i] - w_old[i];
+    p.y[i] = g_new[i] - g_old[i];
+  }
+  const double sy = detail::dot(p.s, p.y);
+  if (!(sy > std::numeric_limits<double>::epsilon() * detail::dot(p.y, p.y))) return;
+  p.rho = 1 / sy;
+  pairs_.push_back(std::move(p));
+  if (static_cast<int>(pairs_.size()) > history_) pairs_.pop_front();
+}
+
+std::vector<double> LbfgsMemory::direction(const std::vector<double>& g) const {
+  using detail::dot;
+  std::vector<double> q = g;
+  std::vector<double> alpha(pairs_.size());
+  for (std::size_t k = pairs_.size(); k-- > 0;) {
+    const auto& c = pairs_[k];
+    alpha[k] = c.rho * dot(c.s, q);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] -= alpha[k] * c.y[i];
+  }
+  if (!pairs_.empty()) {
+    const auto& last = pairs_.back();
+    const double gamma = dot(last.s, last.y) / dot(last.y, last.y);
+    for (double& v : q) v *= gamma;
+  }
+  for (std::size_t k = 0; k < pairs_.size(); ++k) {
+    const auto& c = pairs_[k];
+    const double beta = c.rho * dot(c.y, q);
+    for (std::size_t i = 0; i < q.size(); ++i) q[i] += (alpha[k] - beta) * c.s[i];
+  }
+  for (double& v : q) v = -v;
+  return q;
+}
+
 namespace {
 
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
-
-double max_abs(const std::vector<double>& v) {
-  double m = 0;
-  for (double x : v) m = std::max(m, std::abs(x));
-  return m;
-}
+using detail::dot;
+using detail::max_abs;
 
 // One point of the line search phi(a) = f(w + a d).
 struct Trial {
   double a = 0, f = 0, dphi = 0;
   std::vector<double> w, g;
   bool finite() const { return std::isfinite(f) && std::isfinite(dphi); }
-};
-
-struct Correction {
-  std::vector<double> s, y;
-  double rho;  // 1 / (s . y)
 };
 
 // Strong-Wolfe line search: bracketing (Nocedal & Wright Algorithm 3.5), then zoom (3.6) with
@@ -120,30 +149,6 @@ class LineSearch {
   int used_ = 0;
 };
 
-// The two-loop recursion: d = -H g with H the L-BFGS inverse-Hessian estimate.
-std::vector<double> search_direction(const std::deque<Correction>& memory,
-                                     const std::vector<double>& g) {
-  std::vector<double> q = g;
-  std::vector<double> alpha(memory.size());
-  for (std::size_t k = memory.size(); k-- > 0;) {
-    const auto& c = memory[k];
-    alpha[k] = c.rho * dot(c.s, q);
-    for (std::size_t i = 0; i < q.size(); ++i) q[i] -= alpha[k] * c.y[i];
-  }
-  if (!memory.empty()) {
-    const auto& last = memory.back();
-    const double gamma = dot(last.s, last.y) / dot(last.y, last.y);
-    for (double& v : q) v *= gamma;
-  }
-  for (std::size_t k = 0; k < memory.size(); ++k) {
-    const auto& c = memory[k];
-    const double beta = c.rho * dot(c.y, q);
-    for (std::size_t i = 0; i < q.size(); ++i) q[i] += (alpha[k] - beta) * c.s[i];
-  }
-  for (double& v : q) v = -v;
-  return q;
-}
-
 }  // namespace
 
 LbfgsResult minimize_lbfgs(const LbfgsObjective& objective, std::vector<double> w0,
@@ -154,7 +159,7 @@ LbfgsResult minimize_lbfgs(const LbfgsObjective& objective, std::vector<double> 
   x.g.assign(x.w.size(), 0.0);
   x.f = objective(x.w, x.g);
   r.evaluations = 1;
-  std::deque<Correction> memory;
+  LbfgsMemory memory(options.history);
   bool stop = false;
   if (!std::isfinite(x.f)) {
     r.message = "the objective is not finite at the starting point";
@@ -165,11 +170,11 @@ LbfgsResult minimize_lbfgs(const LbfgsObjective& objective, std::vector<double> 
     stop = true;
   }
   while (!stop && r.iterations < options.max_iter) {
-    std::vector<double> d = search_direction(memory, x.g);
+    std::vector<double> d = memory.direction(x.g);
     x.dphi = dot(x.g, d);
     if (!(x.dphi < 0)) {  // not a descent direction (round-off in the memory): restart
       memory.clear();
-      d = search_direction(memory, x.g);
+      d = memory.direction(x.g);
       x.dphi = dot(x.g, d);
     }
     // Without curvature information the first step has length min(1, ||d||) as in L-BFGS-B.
@@ -193,19 +198,7 @@ LbfgsResult minimize_lbfgs(const LbfgsObjective& objective, std::vector<double> 
       r.message = "the line search found no point with sufficient decrease";
       break;
     }
-    Correction c;
-    c.s.resize(x.w.size());
-    c.y.resize(x.w.size());
-    for (std::size_t i = 0; i < x.w.size(); ++i) {
-      c.s[i] = next.w[i] - x.w[i];
-      c.y[i] = next.g[i] - x.g[i];
-    }
-    const double sy = dot(c.s, c.y);
-    if (sy > std::numeric_limits<double>::epsilon() * dot(c.y, c.y)) {
-      c.rho = 1 / sy;
-      memory.push_back(std::move(c));
-      if (static_cast<int>(memory.size()) > options.history) memory.pop_front();
-    }
+    memory.add(x.w, next.w, x.g, next.g);
     const double f_old = x.f;
     x = std::move(next);
     ++r.iterations;
@@ -214,7 +207,7 @@ LbfgsResult minimize_lbfgs(const LbfgsObjective& objective, std::vector<double> 
       r.message = "max-abs gradient below tol";
       break;
     }
-    if (f_old - x.f <= options.ftol * std::max({std::abs(f_old), std::abs(x.f), 1.0})) {
+    if (detail::relative_reduction_below(f_old, x.f, options.ftol)) {
       r.converged = true;
       r.message = "relative reduction of the objective below ftol";
       break;

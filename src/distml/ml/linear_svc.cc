@@ -221,28 +221,11 @@ double LinearSVC::score(const LocalData& data, comm::Communicator& comm) const {
 
 nlohmann::json LinearSVC::to_json() const {
   check_fitted("to_json");
-  const auto& o = options_;
-  return {{"estimator", kName},
-          {"version", 1},
-          {"options",
-           {{"C", o.C},
-            {"loss", o.loss},
-            {"max_iter", o.max_iter},
-            {"tol", o.tol},
-            {"fit_intercept", o.fit_intercept},
-            {"intercept_scaling", o.intercept_scaling},
-            {"solver", o.solver},
-            {"learning_rate", o.learning_rate},
-            {"epochs", o.epochs},
-            {"batch_size", o.batch_size},
-            {"seed", o.seed}}},
-          {"num_classes", num_classes_},
-          {"features", features_},
-          {"coef", coef_},
-          {"intercept", intercept_},
-          {"class_names", class_names_},
-          {"objective", objective_},
-          {"n_iter", n_iter_},
+  return {{"estimator", kName},      {"version", 1},
+          {"options", options_},     {"num_classes", num_classes_},
+          {"features", features_},   {"coef", coef_},
+          {"intercept", intercept_}, {"class_names", class_names_},
+          {"objective", objective_}, {"n_iter", n_iter_},
           {"converged", converged_}};
 }
 
@@ -251,18 +234,7 @@ LinearSVC LinearSVC::from_json(const nlohmann::json& j) {
     if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
       throw DataError(cat("not a version 1 ", kName, " model"));
     const auto& jo = model_field(j, "options", kName);
-    LinearSVCOptions o;
-    o.C = model_field(jo, "C", kName).get<double>();
-    o.loss = model_field(jo, "loss", kName).get<std::string>();
-    o.max_iter = model_field(jo, "max_iter", kName).get<int>();
-    o.tol = model_field(jo, "tol", kName).get<double>();
-    o.fit_intercept = model_field(jo, "fit_intercept", kName).get<bool>();
-    o.intercept_scaling = model_field(jo, "intercept_scaling", kName).get<double>();
-    o.solver = model_field(jo, "solver", kName).get<std::string>();
-    o.learning_rate = model_field(jo, "learning_rate", kName).get<double>();
-    o.epochs = model_field(jo, "epochs", kName).get<int>();
-    o.batch_size = model_field(jo, "batch_size", kName).get<int>();
-    o.seed = model_field(jo, "seed", kName).get<std::uint64_t>();
+    const auto o = jo.get<LinearSVCOptions>();
     LinearSVC m(o);
     m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
     m.features_ = model_field(j, "features", kName).get<std::size_t>();

@@ -40,6 +40,11 @@ struct LinearSVCOptions {
   std::uint64_t seed = 0;
 };
 
+/// As JSON, one field per option (model files); fields a file lacks take their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LinearSVCOptions, C, loss, max_iter, tol,
+                                                fit_intercept, intercept_scaling, solver,
+                                                learning_rate, epochs, batch_size, seed)
+
 /// Sets the option named `key` from its text. ConfigError naming the key (and the valid keys
 /// when it is unknown) or the expected value.
 void set_option(LinearSVCOptions& options, std::string_view key, std::string_view value);

@@ -20,7 +20,11 @@ void validate(const LogisticRegressionOptions& o) {
   require_option(o.C > 0 && std::isfinite(o.C), kName, "C", "a positive number");
   require_option(o.max_iter >= 1, kName, "max_iter", "at least 1");
   require_option(o.tol >= 0, kName, "tol", "non-negative");
+  require_option(o.penalty == "l2" || o.penalty == "l1", kName, "penalty", "\"l2\" or \"l1\"");
   require_option(o.solver == "lbfgs" || o.solver == "sgd", kName, "solver", "\"lbfgs\" or \"sgd\"");
+  if (o.penalty == "l1" && o.solver != "lbfgs")
+    throw ConfigError(
+        cat(kName, ": penalty \"l1\" needs solver \"lbfgs\" (OWL-QN), not \"", o.solver, "\""));
   require_option(o.learning_rate > 0, kName, "learning_rate", "positive");
   require_option(o.epochs >= 1, kName, "epochs", "at least 1");
   require_option(o.batch_size >= 1, kName, "batch_size", "at least 1");
@@ -100,6 +104,40 @@ double add_loss_gradient(const LocalData& d, const Layout& l, const std::vector<
   return loss;
 }
 
+// The scaled objective without an L1 term (mean loss, plus the L2 term with penalty "l2") and
+// its gradient.
+double smooth_objective(const LocalData& data, const LogisticRegressionOptions& options,
+                        comm::Communicator& comm, const std::vector<double>& w,
+                        std::vector<double>& grad) {
+  const Layout l(data.features, data.num_classes, options.fit_intercept);
+  DML_CHECK_EQ(w.size(), l.size(), "logistic regression parameters");
+  std::vector<double> buf(l.size() + 1, 0.0);  // gradient, then loss
+  buf[l.size()] = add_loss_gradient(data, l, w, buf.data(), {}, true);
+  allreduce_sum(comm, buf);
+  const double n = static_cast<double>(data.global_rows);
+  const double l2 = options.penalty == "l2" ? 1 / (options.C * n) : 0.0;
+  double f = buf[l.size()] / n;
+  grad.resize(l.size());
+  for (std::size_t p = 0; p < l.size(); ++p) {
+    grad[p] = buf[p] / n;
+    if (l2 > 0 && l.penalised(p)) {
+      f += 0.5 * l2 * w[p] * w[p];
+      grad[p] += l2 * w[p];
+    }
+  }
+  return f;
+}
+
+// The L1 weights of the scaled objective with penalty "l1": 1 / (C N) on coefficients, 0 on
+// intercepts.
+std::vector<double> l1_weights(const LocalData& data, const LogisticRegressionOptions& options) {
+  const Layout l(data.features, data.num_classes, options.fit_intercept);
+  std::vector<double> l1(l.size(), 0.0);
+  for (std::size_t p = 0; p < l.size(); ++p)
+    if (l.penalised(p)) l1[p] = 1 / (options.C * static_cast<double>(data.global_rows));
+  return l1;
+}
+
 }  // namespace
 
 void set_option(LogisticRegressionOptions& o, std::string_view key, std::string_view value) {
@@ -111,6 +149,8 @@ void set_option(LogisticRegressionOptions& o, std::string_view key, std::string_
     o.tol = parse_double_option(key, value);
   else if (key == "fit_intercept")
     o.fit_intercept = parse_bool_option(key, value);
+  else if (key == "penalty")
+    o.penalty = std::string(value);
   else if (key == "solver")
     o.solver = std::string(value);
   else if (key == "learning_rate")
@@ -123,8 +163,8 @@ void set_option(LogisticRegressionOptions& o, std::string_view key, std::string_
     o.seed = parse_uint64_option(key, value);
   else
     throw_unknown_option(kName, key,
-                         {"C", "max_iter", "tol", "fit_intercept", "solver", "learning_rate",
-                          "epochs", "batch_size", "seed"});
+                         {"C", "max_iter", "tol", "fit_intercept", "penalty", "solver",
+                          "learning_rate", "epochs", "batch_size", "seed"});
   validate(o);
 }
 
@@ -137,21 +177,10 @@ double LogisticRegression::scaled_objective(const LocalData& data,
                                             const LogisticRegressionOptions& options,
                                             comm::Communicator& comm, const std::vector<double>& w,
                                             std::vector<double>& grad) {
-  const Layout l(data.features, data.num_classes, options.fit_intercept);
-  DML_CHECK_EQ(w.size(), l.size(), "logistic regression parameters");
-  std::vector<double> buf(l.size() + 1, 0.0);  // gradient, then loss
-  buf[l.size()] = add_loss_gradient(data, l, w, buf.data(), {}, true);
-  allreduce_sum(comm, buf);
-  const double n = static_cast<double>(data.global_rows);
-  const double penalty = 1 / (options.C * n);
-  double f = buf[l.size()] / n;
-  grad.resize(l.size());
-  for (std::size_t p = 0; p < l.size(); ++p) {
-    grad[p] = buf[p] / n;
-    if (l.penalised(p)) {
-      f += 0.5 * penalty * w[p] * w[p];
-      grad[p] += penalty * w[p];
-    }
+  double f = smooth_objective(data, options, comm, w, grad);
+  if (options.penalty == "l1") {
+    const auto l1 = l1_weights(data, options);
+    for (std::size_t p = 0; p < w.size(); ++p) f += l1[p] * std::abs(w[p]);
   }
   return f;
 }
@@ -167,11 +196,12 @@ void LogisticRegression::fit(const LocalData& data, comm::Communicator& comm) {
     LbfgsOptions lo;
     lo.max_iter = options_.max_iter;
     lo.tol = options_.tol;
-    const auto r = minimize_lbfgs(
-        [&](const std::vector<double>& v, std::vector<double>& g) {
-          return scaled_objective(data, options_, comm, v, g);
-        },
-        std::move(w), lo);
+    const LbfgsObjective smooth = [&](const std::vector<double>& v, std::vector<double>& g) {
+      return smooth_objective(data, options_, comm, v, g);
+    };
+    const auto r = options_.penalty == "l1"
+                       ? minimize_owlqn(smooth, std::move(w), l1_weights(data, options_), lo)
+                       : minimize_lbfgs(smooth, std::move(w), lo);
     w = r.w;
     objective_ = options_.C * n * r.objective;
     n_iter_ = r.iterations;
@@ -244,26 +274,11 @@ double LogisticRegression::score(const LocalData& data, comm::Communicator& comm
 
 nlohmann::json LogisticRegression::to_json() const {
   check_fitted("to_json");
-  const auto& o = options_;
-  return {{"estimator", kName},
-          {"version", 1},
-          {"options",
-           {{"C", o.C},
-            {"max_iter", o.max_iter},
-            {"tol", o.tol},
-            {"fit_intercept", o.fit_intercept},
-            {"solver", o.solver},
-            {"learning_rate", o.learning_rate},
-            {"epochs", o.epochs},
-            {"batch_size", o.batch_size},
-            {"seed", o.seed}}},
-          {"num_classes", num_classes_},
-          {"features", features_},
-          {"coef", coef_},
-          {"intercept", intercept_},
-          {"class_names", class_names_},
-          {"objective", objective_},
-          {"n_iter", n_iter_},
+  return {{"estimator", kName},      {"version", 1},
+          {"options", options_},     {"num_classes", num_classes_},
+          {"features", features_},   {"coef", coef_},
+          {"intercept", intercept_}, {"class_names", class_names_},
+          {"objective", objective_}, {"n_iter", n_iter_},
           {"converged", converged_}};
 }
 
@@ -272,16 +287,7 @@ LogisticRegression LogisticRegression::from_json(const nlohmann::json& j) {
     if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
       throw DataError(cat("not a version 1 ", kName, " model"));
     const auto& jo = model_field(j, "options", kName);
-    LogisticRegressionOptions o;
-    o.C = model_field(jo, "C", kName).get<double>();
-    o.max_iter = model_field(jo, "max_iter", kName).get<int>();
-    o.tol = model_field(jo, "tol", kName).get<double>();
-    o.fit_intercept = model_field(jo, "fit_intercept", kName).get<bool>();
-    o.solver = model_field(jo, "solver", kName).get<std::string>();
-    o.learning_rate = model_field(jo, "learning_rate", kName).get<double>();
-    o.epochs = model_field(jo, "epochs", kName).get<int>();
-    o.batch_size = model_field(jo, "batch_size", kName).get<int>();
-    o.seed = model_field(jo, "seed", kName).get<std::uint64_t>();
+    const auto o = jo.get<LogisticRegressionOptions>();  // no "penalty" (older files): l2
     LogisticRegression m(o);
     m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
     m.features_ = model_field(j, "features", kName).get<std::size_t>();

@@ -1,12 +1,14 @@
 // Logistic regression on row-sharded data, binary (one weight vector, class 1 positive) and
 // multinomial (softmax, one vector per class) as scikit-learn's LogisticRegression with
-// penalty="l2". Each objective evaluation computes loss and gradient on the local rows and
-// all-reduces them (f64) in one call.
+// penalty="l2" or "l1". Each objective evaluation computes loss and gradient on the local rows
+// and all-reduces them (f64) in one call.
 //
-// The optimum is sklearn's: objective = C * sum_i loss_i + 0.5 * ||coef||^2, intercept not
-// penalised. The "lbfgs" solver minimises that objective divided by C * N (mean loss plus
-// ||coef||^2 / (2 C N)), the scaling sklearn >= 1.1 uses, so `tol` means what it means there.
-// The "sgd" solver is distributed minibatch SGD (minibatch_sgd.h) on the same scaled objective.
+// The optimum is sklearn's: objective = C * sum_i loss_i + 0.5 * ||coef||^2 (or ||coef||_1 with
+// penalty "l1"), intercept not penalised. The "lbfgs" solver minimises that objective divided
+// by C * N (mean loss plus ||coef||^2 / (2 C N), or ||coef||_1 / (C N)), the scaling sklearn
+// >= 1.1 uses, so `tol` means what it means there; with "l1" it runs OWL-QN (lbfgs.h). The
+// "sgd" solver is distributed minibatch SGD (minibatch_sgd.h) on the same scaled objective,
+// "l2" only.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +25,9 @@ namespace distml::ml {
 struct LogisticRegressionOptions {
   double C = 1.0;  // inverse regularisation strength
   int max_iter = 100;
-  double tol = 1e-4;  // max-abs gradient of the scaled objective (lbfgs)
+  double tol = 1e-4;  // max-abs (pseudo-)gradient of the scaled objective (lbfgs)
   bool fit_intercept = true;
+  std::string penalty = "l2";    // "l2" | "l1" (lbfgs only: OWL-QN)
   std::string solver = "lbfgs";  // "lbfgs" | "sgd"
   // sgd only:
   double learning_rate = 0.1;
@@ -32,6 +35,11 @@ struct LogisticRegressionOptions {
   int batch_size = 32;  // rows per rank per step
   std::uint64_t seed = 0;
 };
+
+/// As JSON, one field per option (model files); fields a file lacks take their defaults.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(LogisticRegressionOptions, C, max_iter, tol,
+                                                fit_intercept, penalty, solver, learning_rate,
+                                                epochs, batch_size, seed)
 
 /// Sets the option named `key` from its text ("C", "0.5"). ConfigError naming the key (and the
 /// valid keys when it is unknown) or the expected value.
@@ -66,13 +74,16 @@ class LogisticRegression {
   const std::vector<double>& coef() const { return coef_; }  // outputs x features
   const std::vector<double>& intercept() const { return intercept_; }
   const std::vector<std::string>& class_names() const { return class_names_; }
-  /// C * sum_i loss_i + 0.5 * ||coef||^2 at the fitted weights.
+  /// C * sum_i loss_i + 0.5 * ||coef||^2 (penalty "l2") or + ||coef||_1 ("l1") at the fitted
+  /// weights.
   double objective() const { return objective_; }
   int n_iter() const { return n_iter_; }
   bool converged() const { return converged_; }
 
-  /// Collective. The scaled objective (mean loss + ||coef||^2 / (2 C N)) and its gradient at
-  /// `w`, laid out per output as [coef..., intercept if fit_intercept]. For tests and solvers.
+  /// Collective. The scaled objective (mean loss + ||coef||^2 / (2 C N), or + ||coef||_1 /
+  /// (C N) with penalty "l1") at `w` and the gradient of its smooth part (all of it with "l2",
+  /// the mean loss with "l1"), laid out per output as [coef..., intercept if fit_intercept].
+  /// For tests and solvers.
   static double scaled_objective(const LocalData& data, const LogisticRegressionOptions& options,
                                  comm::Communicator& comm, const std::vector<double>& w,
                                  std::vector<double>& grad);

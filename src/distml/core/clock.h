@@ -1,0 +1,14 @@
+// The one clock durations are measured with: monotonic, in seconds as double.
+#pragma once
+
+#include <chrono>
+
+namespace distml {
+
+using Clock = std::chrono::steady_clock;
+
+inline double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+}  // namespace distml
