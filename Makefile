@@ -23,11 +23,12 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
 
 # Collectives against raw MPI, training speed against PyTorch DDP, accuracy targets, classical
-# ML against scikit-learn (~1 h).
+# ML against scikit-learn, the strategy comparison (~1.5 h).
 bench: build data
 	bash bench/collectives.sh
 	bash bench/train_speed.sh
 	bash bench/train_accuracy.sh
+	bash bench/strategies.sh
 	/usr/bin/python3 bench/ml_speed.py
 
 data: setup

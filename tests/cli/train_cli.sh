@@ -4,6 +4,7 @@
 #   done ENGINE NP          the --json done line has the documented keys; export loads in torch
 #   resume ENGINE NP        4 steps, then --resume for 4 more == 8 steps straight
 #   bad-input               each bad input is a clear error with exit code 2
+#   strategies ENGINE NP    every strategy trains to a done line with agreeing replicas
 set -uo pipefail
 distml=$1 scenario=$2
 shift 2
@@ -100,6 +101,30 @@ PY
     # Ranks started with different configs: every rank stops at start, exit code 2.
     expect 2 "run a different configuration than rank 0" "$distml" launch -n 2 -- sh -c \
       "exec '$distml' train --config '$dir/lenet.toml' --set train.seed=\$OMPI_COMM_WORLD_RANK"
+    # Strategy keys that do not fit the run.
+    expect 2 "strategy.servers = 2 must leave at least one of the 2 ranks a worker" train --np 2 \
+      --set strategy.name=ps --set strategy.servers=2
+    expect 2 "key 'strategy.mode' must be one of bsp, asp, ssp" train --set strategy.mode=hogwild
+    expect 2 "key 'strategy.period' must be an integer >= 1, got 0" train \
+      --set strategy.name=local_sgd --set strategy.period=0
+    expect 2 "EASGD needs alpha x world size <= 1" train --np 4 --set strategy.name=easgd \
+      --set strategy.alpha=0.5
+    expect 2 "train.slow_rank = 3 is not a rank of this run" train --np 2 --set train.slow_rank=3
+    ;;
+  strategies)
+    engine=$1 np=$2
+    for s in "ps --set strategy.mode=bsp" "ps --set strategy.mode=asp" \
+      "ps --set strategy.mode=ssp --set train.slow_rank=0 --set train.slow_factor=3" \
+      local_sgd post_local_sgd easgd "easgd --set strategy.asynchronous=true" \
+      "gossip --set strategy.topology=exponential" \
+      "zero --set strategy.stage=2"; do
+      # shellcheck disable=SC2086  # a word list on purpose
+      out=$("$distml" train --config "$dir/lenet.toml" --engine "$engine" --np "$np" --json \
+        --set strategy.period=2 --set strategy.warmup_steps=3 --set strategy.alpha=0.2 \
+        --set strategy.name=$s | tail -n 1) || fail "strategy $s failed: $out"
+      [[ $(field "$out" steps) == 8 ]] || fail "strategy $s: $out"
+      echo "ok: $s: $out"
+    done
     ;;
   *) fail "unknown scenario $scenario" ;;
 esac

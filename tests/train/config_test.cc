@@ -197,7 +197,7 @@ TEST(Config, NamesMustBeOneOfTheKnownChoices) {
   EXPECT_EQ(config_error("[optim]\nschedule = \"linear\"\n"),
             "x.toml: key 'optim.schedule' must be one of constant, step, cosine, got \"linear\"");
   EXPECT_EQ(config_error("[strategy]\nname = \"hogwild\"\n"),
-            "x.toml: key 'strategy.name' must be one of allreduce, local_sgd, post_local_sgd, "
+            "x.toml: key 'strategy.name' must be one of allreduce, ps, local_sgd, post_local_sgd, "
             "easgd, gossip, zero, got \"hogwild\"");
   EXPECT_EQ(config_error("[strategy]\ntopology = \"torus\"\n"),
             "x.toml: key 'strategy.topology' must be one of ring, exponential, complete, got "
@@ -223,7 +223,8 @@ TEST(Config, UnknownKeyWithNothingCloseListsTheSectionsKeys) {
   EXPECT_EQ(config_error("[strategy]\ncompression = \"topk\"\n"),
             "x.toml: unknown key 'strategy.compression'; valid keys in [strategy]: name, "
             "bucket_mb, first_bucket_mb, algorithm, find_unused_parameters, period, "
-            "warmup_steps, average_optimizer_state, alpha, topology, stage");
+            "warmup_steps, average_optimizer_state, alpha, asynchronous, topology, stage, "
+            "servers, mode, staleness");
 }
 
 TEST(Config, UnknownSectionSuggestsOrListsTheSections) {
@@ -332,7 +333,7 @@ TEST(ConfigKeys, NameEveryKeyOnceSectionBySection) {
   const std::vector<std::string>& keys = config_keys();
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
   EXPECT_EQ(keys.front(), "data.dataset");
-  EXPECT_EQ(keys.back(), "strategy.stage");
+  EXPECT_EQ(keys.back(), "strategy.staleness");
   EXPECT_NE(std::find(keys.begin(), keys.end(), "train.export"), keys.end());
   EXPECT_NE(std::find(keys.begin(), keys.end(), "optim.scale_lr"), keys.end());
 }

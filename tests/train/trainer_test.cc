@@ -132,6 +132,25 @@ TEST(Trainer, RanksWithDifferentConfigsFailAtStartOnEveryRank) {
         << "rank " << r << ": " << errors[r];
 }
 
+TEST(Trainer, AStragglerMustBeARankOfTheRun) {
+  auto data = synthetic_images(32);
+  auto config = config_for("mlp", "sgd", 4, 2);
+  config.train.slow_rank = 1;
+  config.train.slow_factor = 2;
+  auto ranks =
+      on_ranks(2, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+  EXPECT_EQ(ranks[1].result.param_checksum, ranks[0].result.param_checksum);
+  config.train.slow_rank = 2;
+  try {
+    on_ranks(2, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+    FAIL() << "slow_rank 2 accepted at 2 ranks";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("train.slow_rank = 2 is not a rank of this run (0 to 1)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(Trainer, CharLstmLearnsARepetitiveText) {
   TaskData t;
   t.kind = TaskKind::language_model;

@@ -45,10 +45,13 @@ nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& dat
                       {"overlap_fraction", r.overlap_fraction},
                       {"early_bucket_launches", r.early_bucket_launches},
                       {"bytes_sent", r.bytes_sent},
+                      {"consensus_distance", r.consensus_distance},
+                      {"optimizer_state_bytes", r.optimizer_state_bytes},
                       {"param_checksum", hex(r.param_checksum)},
                       {"np", np},
                       {"wall_s", r.wall_s}};
   if (data.kind == train::TaskKind::language_model) j["test_perplexity"] = r.test.perplexity;
+  j.update(r.strategy_report);
   return j;
 }
 

@@ -29,8 +29,8 @@ namespace {
 
 // The strategies a run can name: a new strategy is one more entry here.
 const std::vector<std::string>& strategy_names() {
-  static const std::vector<std::string> names = {"allreduce", "local_sgd", "post_local_sgd",
-                                                 "easgd",     "gossip",    "zero"};
+  static const std::vector<std::string> names = {
+      "allreduce", "ps", "local_sgd", "post_local_sgd", "easgd", "gossip", "zero"};
   return names;
 }
 
@@ -290,9 +290,13 @@ const std::vector<KeySpec>& key_specs() {
       bool_key("strategy", "average_optimizer_state",
                CONFIG_FIELD(strategy.average_optimizer_state)),
       float_key("strategy", "alpha", kClosedUnit, CONFIG_FIELD(strategy.alpha)),
+      bool_key("strategy", "asynchronous", CONFIG_FIELD(strategy.asynchronous)),
       choice_key("strategy", "topology", {"ring", "exponential", "complete"},
                  CONFIG_FIELD(strategy.topology)),
       int_key("strategy", "stage", 1, CONFIG_FIELD(strategy.stage)),
+      int_key("strategy", "servers", 1, CONFIG_FIELD(strategy.servers)),
+      choice_key("strategy", "mode", {"bsp", "asp", "ssp"}, CONFIG_FIELD(strategy.mode)),
+      int_key("strategy", "staleness", 0, CONFIG_FIELD(strategy.staleness)),
   };
   return specs;
 }

@@ -53,8 +53,12 @@ struct StrategyConfig {
   std::int64_t warmup_steps = 100;       // post_local_sgd: all-reduce steps before local SGD
   bool average_optimizer_state = false;  // local_sgd: average momentum / Adam moments too
   double alpha = 0.1;                    // easgd: moving rate (ranks x alpha <= 1)
+  bool asynchronous = false;             // easgd: the centre on the last rank, no barrier
   std::string topology = "ring";         // gossip: ring | exponential | complete
   std::int64_t stage = 1;                // zero: 1 (optimizer state) or 2 (and gradients)
+  std::int64_t servers = 1;              // ps: the last `servers` ranks hold the parameters
+  std::string mode = "bsp";              // ps: bsp | asp | ssp
+  std::int64_t staleness = 3;            // ps, ssp: steps a worker may run ahead
 };
 
 struct TrainConfig {

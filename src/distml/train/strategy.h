@@ -7,12 +7,16 @@
 //   before_optimizer_step()                           (.grad() now holds what to apply)
 //   optimizer_step(optimizer)                         (the update; default: optimizer.step())
 //   after_optimizer_step(optimizer, step)             (model averaging, gossip, elastic pull)
-// and reconcile(optimizer) before every evaluation, checkpoint and the end of training.
+// and reconcile(optimizer) before every evaluation, checkpoint and the end of training, then
+// finish() once. Ranks that do not train (parameter servers) call serve() instead.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
+
+#include "distml/comm/communicator.h"
 
 namespace distml::train {
 
@@ -23,6 +27,13 @@ struct StrategyStats {
   double comm_seconds = 0;         // last step: from the first launch to the last completion
   double exposed_seconds = 0;      // last step: the part the step waited for after backward
   std::size_t early_launches = 0;  // last step: reductions started while backward still ran
+  double consensus_distance = 0;   // at the last reconcile() after a training step, before it
+                                   // took effect: sqrt(mean over ranks of ||x_r - x||^2), x the
+                                   // model it installed (the average; EASGD's centre). 0 where
+                                   // replicas never differ (allreduce)
+  std::size_t optimizer_state_bytes = 0;  // optimizer state (momentum, Adam moments) the strategy
+                                          // holds itself, ZeRO's shard; TrainResult adds what
+                                          // the trainer's optimizer holds
   double overlapped_fraction() const {
     return comm_seconds > 0 ? 1.0 - exposed_seconds / comm_seconds : 0.0;
   }
@@ -37,10 +48,12 @@ class Strategy {
   /// accumulation that must not communicate.
   virtual void before_backward(bool sync) = 0;
   /// Called after the last backward of a step: on return, every .grad() holds the gradient
-  /// the update applies.
+  /// the update applies (ZeRO stage 2: the strategy holds this rank's shard of it instead).
   virtual void before_optimizer_step() = 0;
   /// Applies the update.
   virtual void optimizer_step(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+  /// Called after a resume from a checkpoint: the next step is `global_step` + 1.
+  virtual void resumed_at(std::int64_t /*global_step*/) {}
   /// Called after the update of step `step` (1 for the first step of training).
   virtual void after_optimizer_step(torch::optim::Optimizer& /*optimizer*/, std::int64_t /*step*/) {
   }
@@ -48,7 +61,19 @@ class Strategy {
   /// stands for (the average for local SGD and gossip, the centre for EASGD), so it can be
   /// evaluated, saved and compared. A no-op where replicas never diverge.
   virtual void reconcile(torch::optim::Optimizer& /*optimizer*/) {}
+  /// The ranks that train, as a communicator of their own; null (the default) for all ranks.
+  /// The trainer shards the data over it and runs its own collectives (loss, evaluation,
+  /// checks) on it: a parameter server's workers train, its servers do not.
+  virtual comm::Communicator* training_comm() { return nullptr; }
+  /// False on a rank that does not train (a server): it calls serve() instead of training.
+  virtual bool trains() const { return true; }
+  /// A non-training rank's work; returns once every training rank has called finish().
+  virtual void serve() {}
+  /// Called on every training rank after the last reconcile() of the run.
+  virtual void finish() {}
   virtual StrategyStats stats() const = 0;
+  /// Strategy-specific results for the end of the run (rank 0's done line), as JSON fields.
+  virtual nlohmann::json report() const { return nlohmann::json::object(); }
 };
 
 }  // namespace distml::train

@@ -2,6 +2,13 @@
 
 #include "distml/core/error.h"
 #include "distml/train/strategies/allreduce_strategy.h"
+#include "distml/train/strategies/easgd_async_strategy.h"
+#include "distml/train/strategies/easgd_strategy.h"
+#include "distml/train/strategies/gossip_strategy.h"
+#include "distml/train/strategies/local_sgd_strategy.h"
+#include "distml/train/strategies/post_local_sgd_strategy.h"
+#include "distml/train/strategies/ps_strategy.h"
+#include "distml/train/strategies/zero_strategy.h"
 
 namespace distml::train {
 namespace {
@@ -15,11 +22,69 @@ AllreduceStrategyOptions allreduce_options(const StrategyConfig& c) {
   return o;
 }
 
+LocalSgdOptions local_sgd_options(const StrategyConfig& c) {
+  return {.period = c.period, .average_optimizer_state = c.average_optimizer_state};
+}
+
+// The centre moves by alpha N (mean - centre): past the mean when alpha N > 1.
+EasgdOptions easgd_options(const TrainConfig& config, int world) {
+  const StrategyConfig& c = config.strategy;
+  if (c.alpha * world > 1)
+    throw ConfigError(
+        cat(config.source, ": strategy.alpha = ", c.alpha, " with ", world,
+            " ranks: EASGD needs alpha x world size <= 1 (here ", c.alpha * world,
+            "), or the centre variable overshoots the average; use alpha <= ", 1.0 / world));
+  return {.period = c.period, .alpha = c.alpha};
+}
+
+// Buckets of at most 4 MiB, whatever strategy.bucket_mb says, so that shards can balance.
+PsStrategyOptions ps_options(const TrainConfig& config) {
+  const StrategyConfig& c = config.strategy;
+  if (!config.train.checkpoint_dir.empty())
+    throw ConfigError(cat(config.source,
+                          ": train.checkpoint_dir: strategy ps does not write or resume "
+                          "checkpoints yet (the optimizer state lives on the servers); leave "
+                          "checkpoint_dir empty, or use strategy allreduce"));
+  const AllreduceStrategyOptions buckets = allreduce_options(c);
+  PsStrategyOptions o;
+  o.servers = static_cast<int>(c.servers);
+  o.server = {.mode = ps::parse_mode(c.mode),
+              .staleness = static_cast<int>(c.staleness),
+              .optim = config.optim};
+  o.first_bucket_bytes = buckets.first_bucket_bytes;
+  o.bucket_bytes = std::min<std::size_t>(buckets.bucket_bytes, 4u << 20);
+  o.find_unused_parameters = c.find_unused_parameters;
+  return o;
+}
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm) {
   const StrategyConfig& c = config.strategy;
   if (c.name == "allreduce") return std::make_unique<AllreduceStrategy>(comm, allreduce_options(c));
+  if (c.name == "ps") return std::make_unique<PsStrategy>(comm, ps_options(config));
+  if (c.name == "zero") {
+    if (!config.train.checkpoint_dir.empty())
+      throw ConfigError(cat(config.source,
+                            ": train.checkpoint_dir: strategy zero does not write or resume "
+                            "checkpoints (each rank holds only its shard of the optimizer "
+                            "state); leave checkpoint_dir empty, or use strategy allreduce"));
+    return std::make_unique<ZeroStrategy>(
+        comm,
+        ZeroStrategyOptions{.stage = static_cast<int>(c.stage), .buckets = allreduce_options(c)});
+  }
+  if (c.name == "local_sgd") return std::make_unique<LocalSgdStrategy>(comm, local_sgd_options(c));
+  if (c.name == "post_local_sgd")
+    return std::make_unique<PostLocalSgdStrategy>(
+        comm, PostLocalSgdOptions{.warmup_steps = c.warmup_steps,
+                                  .allreduce = allreduce_options(c),
+                                  .local = local_sgd_options(c)});
+  if (c.name == "easgd" && c.asynchronous)  // each worker pulls on its own: alpha <= 1 suffices
+    return std::make_unique<AsyncEasgdStrategy>(comm, AsyncEasgdOptions{c.period, c.alpha});
+  if (c.name == "easgd")
+    return std::make_unique<EasgdStrategy>(comm, easgd_options(config, comm.size()));
+  if (c.name == "gossip")
+    return std::make_unique<GossipStrategy>(comm, parse_gossip_topology(c.topology));
   throw ConfigError(cat(config.source, ": strategy.name: unknown strategy '", c.name, "'"));
 }
 

@@ -11,21 +11,18 @@
 #include <thread>
 
 #include "distml/comm/block_range.h"
+#include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/data/prefetch_loader.h"
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/checkpoint_file.h"
 #include "distml/train/optimizer_factory.h"
+#include "distml/train/strategies/replicas.h"
 #include "distml/train/strategy_factory.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
   const auto* p = static_cast<const unsigned char*>(data);
@@ -111,25 +108,58 @@ std::string checkpoint_path(const std::string& dir) {
   return (std::filesystem::path(dir) / "checkpoint.dml").string();
 }
 
+namespace {
+
+// Every rank must run the same configuration: compare hashes of the canonical text.
+void check_same_config(const TrainConfig& config, comm::Communicator& comm) {
+  const std::string text = canonical_text(config);
+  std::uint64_t mine = fnv1a(text.data(), text.size());
+  std::vector<std::uint64_t> all(comm.size());
+  comm.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64},
+                 comm::Buffer{all.data(), all.size(), comm::DType::i64});
+  std::string differ;
+  for (int r = 1; r < comm.size(); ++r)
+    if (all[r] != all[0]) differ += cat(differ.empty() ? "" : ", ", r);
+  if (!differ.empty())
+    throw ConfigError(cat("rank(s) ", differ,
+                          " run a different configuration than rank 0: start every rank with "
+                          "the same --config file and --set options"));
+  if (config.train.slow_rank >= comm.size())
+    throw ConfigError(cat(config.source, ": train.slow_rank = ", config.train.slow_rank,
+                          " is not a rank of this run (0 to ", comm.size() - 1, ")"));
+}
+
+// The strategy, once every rank is known to run the same configuration.
+std::unique_ptr<Strategy> agreed_strategy(const TrainConfig& config, comm::Communicator& world) {
+  check_same_config(config, world);
+  return make_strategy(config, world);
+}
+
+}  // namespace
+
 struct Trainer::State {
   TrainConfig config;
-  comm::Communicator& comm;
+  comm::Communicator& world;  // every rank of the run
   const TaskData& data;
   nn::Model model;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::unique_ptr<Strategy> strategy;
+  comm::Communicator& comm;  // the ranks that train (all of them but a parameter server's)
   data::ShardedSampler sampler;
   double base_lr;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::int64_t global_step = 0;
 
-  State(const TrainConfig& c, comm::Communicator& comm, const TaskData& d)
+  State(const TrainConfig& c, comm::Communicator& world, const TaskData& d)
       : config(c),
-        comm(comm),
+        world(world),
         data(d),
         model(seeded_model(model_options(c, d), c.train.seed)),
+        strategy(agreed_strategy(c, world)),
+        comm(strategy->training_comm() ? *strategy->training_comm() : world),
         sampler(d.train.num_samples, comm.size(), comm.rank(),
                 c.train.batch_size * c.train.accumulate, c.train.seed, /*drop_last=*/true),
-        base_lr(c.scale_lr ? linearly_scaled_lr(c.optim.lr, comm.size()) : c.optim.lr) {}
+        base_lr(c.scale_lr ? linearly_scaled_lr(c.optim.lr, comm.size()) : c.optim.lr),
+        optimizer(make_optimizer(model.parameters(), c.optim)) {}
 
   std::int64_t total_steps() const {
     return config.train.max_steps > 0
@@ -181,7 +211,7 @@ struct Trainer::State {
       scaled.backward();
       loss_sum += scaled.item<double>();
     }
-    if (comm.rank() == config.train.slow_rank) straggle(seconds_since(compute_start));
+    if (world.rank() == config.train.slow_rank) straggle(seconds_since(compute_start));
     strategy->before_optimizer_step();
     strategy->optimizer_step(*optimizer);
     strategy->after_optimizer_step(*optimizer, global_step + 1);
@@ -352,30 +382,11 @@ struct Trainer::State {
             cat("after training, rank ", r, " holds parameters that differ from rank 0's"));
     return h;
   }
-
-  // Every rank must run the same configuration: compare hashes of the canonical text.
-  void check_same_config() {
-    const std::string text = canonical_text(config);
-    std::uint64_t mine = fnv1a(text.data(), text.size());
-    std::vector<std::uint64_t> all(comm.size());
-    comm.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64},
-                   comm::Buffer{all.data(), all.size(), comm::DType::i64});
-    std::string differ;
-    for (int r = 1; r < comm.size(); ++r)
-      if (all[r] != all[0]) differ += cat(differ.empty() ? "" : ", ", r);
-    if (!differ.empty())
-      throw ConfigError(cat("rank(s) ", differ,
-                            " run a different configuration than rank 0: start every rank with "
-                            "the same --config file and --set options"));
-  }
 };
 
 Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data)
     : s_(std::make_unique<State>(config, comm, data)) {
   torch::set_num_threads(static_cast<int>(config.train.threads));
-  s_->check_same_config();
-  s_->optimizer = make_optimizer(s_->model.parameters(), config.optim);
-  s_->strategy = make_strategy(config, comm);
   s_->strategy->setup(s_->model.module());
 }
 
@@ -385,11 +396,21 @@ nn::Model& Trainer::model() { return s_->model; }
 
 EvalMetrics Trainer::evaluate() { return s_->evaluate(); }
 
-void Trainer::resume(const std::string& dir) { s_->sampler.restore(s_->restore(dir)); }
+void Trainer::resume(const std::string& dir) {
+  s_->sampler.restore(s_->restore(dir));
+  s_->strategy->resumed_at(s_->global_step);
+}
 
 TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progress) {
   State& s = *s_;
   const auto start = Clock::now();
+  if (!s.strategy->trains()) {  // a parameter server: it serves until the workers finish
+    s.strategy->serve();
+    TrainResult served;
+    served.bytes_sent = s.strategy->stats().bytes_sent;
+    served.wall_s = seconds_since(start);
+    return served;
+  }
   const auto& t = s.config.train;
   const bool reporter = s.comm.rank() == 0;
   const std::int64_t total = s.total_steps();
@@ -481,6 +502,8 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   if (!t.checkpoint_dir.empty()) checkpoint();
   result.test = s.evaluate();  // also consolidates the replicas, before the export
   result.param_checksum = s.check_replicas_agree();
+  s.strategy->finish();
+  result.strategy_report = s.strategy->report();
   // Last, after every collective: a failure here cannot leave other ranks waiting.
   if (!t.export_path.empty() && reporter) {
     std::vector<std::pair<std::string, torch::Tensor>> named;
@@ -490,6 +513,9 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   }
   result.global_step = s.global_step;
   result.bytes_sent = s.strategy->stats().bytes_sent;
+  result.consensus_distance = s.strategy->stats().consensus_distance;
+  result.optimizer_state_bytes = s.strategy->stats().optimizer_state_bytes +
+                                 payload_bytes(optimizer_state_tensors(*s.optimizer));
   if (loop_s > 0 && result.steps > 0) {
     result.steps_per_sec = result.steps / loop_s;
     result.samples_per_sec = result.steps_per_sec * samples_per_step;

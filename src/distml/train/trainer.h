@@ -55,6 +55,9 @@ struct TrainResult {
   double overlap_fraction = 0;   // the share of comm_time_s hidden behind backward
   std::int64_t early_bucket_launches = 0;  // reductions started while backward still ran
   std::size_t bytes_sent = 0;              // this rank's model payload sent (StrategyStats)
+  double consensus_distance = 0;           // replica spread at the last reconcile (StrategyStats)
+  std::size_t optimizer_state_bytes = 0;   // optimizer state this rank holds at the end
+  nlohmann::json strategy_report = nlohmann::json::object();  // Strategy::report()
   std::uint64_t param_checksum = 0;        // the same on every rank, else the run fails
   double wall_s = 0;
 };

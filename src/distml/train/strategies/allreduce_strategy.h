@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/train/strategies/gradient_buckets.h"
 #include "distml/train/strategy.h"
 
 namespace distml::train {
@@ -52,20 +53,15 @@ class AllreduceStrategy final : public Strategy {
   StrategyStats stats() const override { return stats_; }
 
  private:
-  struct Bucket;
-  void on_gradient(std::size_t param, const torch::Tensor& grad);
   void launch_ready_buckets();
 
   comm::Communicator& comm_;
   AllreduceStrategyOptions options_;
-  std::vector<torch::Tensor> params_;
-  std::vector<std::string> names_;
-  std::vector<std::unique_ptr<Bucket>> buckets_;
-  std::vector<std::size_t> bucket_of_;  // parameter -> bucket
+  std::unique_ptr<GradientBuckets> buckets_;
+  std::vector<comm::Work> work_;  // per bucket: its all-reduce
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
   std::chrono::steady_clock::time_point first_launch_;
-  bool sync_ = true;
   StrategyStats stats_;
 };
 

@@ -1,5 +1,6 @@
 #include "distml/train/strategies/replicas.h"
 
+#include <cmath>
 #include <functional>
 
 #include "distml/core/error.h"
@@ -50,18 +51,42 @@ std::size_t payload_bytes(std::span<const torch::Tensor> tensors) {
   return n;
 }
 
-std::size_t average_across_ranks(std::span<const torch::Tensor> tensors, comm::Communicator& comm) {
-  if (tensors.empty()) return 0;
+torch::Tensor flat_copy(std::span<const torch::Tensor> tensors) {
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> flat_views;
   for (const auto& t : tensors) flat_views.push_back(t.reshape(-1));
-  auto flat = torch::cat(flat_views);
-  comm.allreduce(buffer_of(flat), {.op = comm::ReduceOp::avg});
+  return torch::cat(flat_views);
+}
+
+void copy_from_flat(const torch::Tensor& flat, std::span<const torch::Tensor> tensors) {
+  torch::NoGradGuard no_grad;
   std::int64_t offset = 0;
   for (const auto& t : tensors) {
     t.copy_(flat.narrow(0, offset, t.numel()).view(t.sizes()));
     offset += t.numel();
   }
+  DML_CHECK_EQ(offset, flat.numel(), "copy_from_flat: the flat tensor has another layout");
+}
+
+double consensus_distance(const torch::Tensor& own, const torch::Tensor& target,
+                          comm::Communicator& comm) {
+  torch::NoGradGuard no_grad;
+  double squared = (own - target).to(torch::kFloat64).square().sum().item<double>();
+  comm.allreduce(comm::Buffer{&squared, 1, comm::DType::f64}, {.op = comm::ReduceOp::avg});
+  return std::sqrt(squared);
+}
+
+std::size_t average_across_ranks(std::span<const torch::Tensor> tensors, comm::Communicator& comm,
+                                 double* distance) {
+  if (tensors.empty()) {
+    if (distance) *distance = 0;
+    return 0;
+  }
+  auto flat = flat_copy(tensors);
+  const auto own = distance ? flat.clone() : torch::Tensor();
+  comm.allreduce(buffer_of(flat), {.op = comm::ReduceOp::avg});
+  if (distance) *distance = consensus_distance(own, flat, comm);
+  copy_from_flat(flat, tensors);
   return payload_bytes(tensors);
 }
 

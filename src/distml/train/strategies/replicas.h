@@ -23,8 +23,22 @@ struct TrainableParameters {
 TrainableParameters start_from_rank0(torch::nn::Module& model, comm::Communicator& comm);
 
 /// Collective. Replaces each tensor by its average over the ranks (one all-reduce over a flat
-/// copy; all tensors must share a dtype). Returns the payload bytes sent.
-std::size_t average_across_ranks(std::span<const torch::Tensor> tensors, comm::Communicator& comm);
+/// copy; all tensors must share a dtype). Returns the payload bytes sent. With `distance`, also
+/// stores there the consensus_distance() of the replicas to that average before it replaced
+/// them (one more scalar all-reduce).
+std::size_t average_across_ranks(std::span<const torch::Tensor> tensors, comm::Communicator& comm,
+                                 double* distance = nullptr);
+
+/// Collective. sqrt(mean over ranks of ||own - target||^2): how far the ranks' replicas `own`
+/// (flat) are from the model `target` (their average, or EASGD's centre).
+double consensus_distance(const torch::Tensor& own, const torch::Tensor& target,
+                          comm::Communicator& comm);
+
+/// The tensors, flattened and concatenated into one new contiguous tensor (one dtype).
+torch::Tensor flat_copy(std::span<const torch::Tensor> tensors);
+
+/// Copies `flat` (as flat_copy() lays it out) back into the tensors.
+void copy_from_flat(const torch::Tensor& flat, std::span<const torch::Tensor> tensors);
 
 /// The floating-point state tensors of `optimizer` (momentum buffers, Adam moments), in
 /// parameter order, so that replicas can average them. Empty before the first step.

@@ -1,0 +1,71 @@
+// Gradients gathered into flat buckets while backward produces them: the part the all-reduce,
+// ZeRO and parameter-server strategies share. A hook on each parameter adds its gradient
+// (plus what .grad() holds from earlier micro-steps) into its bucket's flat tensor and tells
+// the owner when a bucket is complete; the owner decides what to send, and when.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "distml/train/bucket_planner.h"
+#include "distml/train/strategies/replicas.h"
+
+namespace distml::train {
+
+class GradientBuckets {
+ public:
+  struct Bucket {
+    std::vector<std::size_t> params;    // parameter indices, in plan order
+    std::vector<std::int64_t> offsets;  // element offset of each parameter in `flat`
+    std::int64_t elements = 0;          // flat's size: the gradients, padded up to `pad_to`
+    torch::Tensor flat;                 // allocated on first use, and again after release()
+    std::vector<char> arrived;
+    std::size_t pending = 0;  // gradients still to arrive this step
+  };
+  /// Called with a bucket's index when its last gradient has arrived (in arrival order).
+  using ReadyFn = std::function<void(std::size_t bucket)>;
+
+  /// Buckets by `plan` over `params`, whose flat tensors hold a multiple of `pad_to` elements
+  /// (zeros after the gradients); registers the hooks. UsageError when a bucket would mix
+  /// dtypes. The object must stay where it is: the hooks point to it.
+  GradientBuckets(TrainableParameters params, const BucketPlan& plan, std::int64_t pad_to,
+                  ReadyFn on_ready);
+  GradientBuckets(const GradientBuckets&) = delete;
+  GradientBuckets& operator=(const GradientBuckets&) = delete;
+
+  /// False on the micro-steps of gradient accumulation: the hooks then do nothing.
+  void set_sync(bool sync) { sync_ = sync; }
+  /// Parameters that got no gradient this step: an Error naming the first, or with
+  /// `send_current` their current .grad() (zeros if none), completing their buckets.
+  void complete_unused(bool send_current);
+  /// Ready for the next step's gradients.
+  void reset();
+  /// Frees a bucket's flat tensor until its next use (ZeRO's gradient memory).
+  void release(std::size_t bucket) { buckets_[bucket].flat = torch::Tensor(); }
+
+  /// `values` (laid out like the bucket) into the .grad() of its parameters.
+  void copy_to_grads(std::size_t bucket, const torch::Tensor& values);
+  /// `values` (laid out like the bucket) into its parameters.
+  void copy_to_params(std::size_t bucket, const torch::Tensor& values);
+
+  std::vector<Bucket>& buckets() { return buckets_; }
+  const std::vector<Bucket>& buckets() const { return buckets_; }
+  const std::vector<torch::Tensor>& params() const { return params_.tensors; }
+  torch::Tensor& flat(std::size_t bucket);
+
+ private:
+  void on_gradient(std::size_t param, const torch::Tensor& grad);
+  void arrived(std::size_t bucket, std::size_t slot);
+
+  TrainableParameters params_;
+  std::vector<Bucket> buckets_;
+  std::vector<std::size_t> bucket_of_, slot_of_;  // parameter -> bucket, its place in it
+  ReadyFn on_ready_;
+  bool sync_ = true;
+};
+
+}  // namespace distml::train

@@ -1,0 +1,50 @@
+// What parameter-server workers and servers agree on: who serves which parameters, the
+// message tags, and the control words. Both sides derive it from the parameter shapes and
+// the config alone, so it is identical on every rank without being sent.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace distml::train::ps {
+
+enum class Mode { bsp, asp, ssp };
+Mode parse_mode(const std::string& name);  // bsp | asp | ssp, else ConfigError
+
+/// Ranks [0, workers) train; ranks [workers, workers + servers) serve.
+struct Layout {
+  int workers = 0, servers = 0;
+  /// Parameter indices of each bucket, in the order backward completes them (bucket_planner).
+  std::vector<std::vector<std::size_t>> buckets;
+  std::vector<int> server_of;             // bucket -> server index in [0, servers)
+  std::vector<std::size_t> elements;      // bucket -> number of elements
+  std::vector<std::size_t> server_bytes;  // server index -> bytes of parameters it holds
+
+  /// Buckets of at most `cap` bytes (the first `first_cap`), each given to the server with
+  /// the fewest bytes so far: shards balanced by bytes, at bucket granularity.
+  static Layout plan(const std::vector<std::size_t>& param_bytes,
+                     const std::vector<std::size_t>& param_elements, int workers, int servers,
+                     std::size_t first_cap, std::size_t cap);
+
+  int server_rank(std::size_t bucket) const { return workers + server_of[bucket]; }
+  /// The buckets server index `s` holds, in bucket order.
+  std::vector<std::size_t> buckets_of(int s) const;
+};
+
+// Tags. Per bucket b: its gradients (worker -> server) and parameters (server -> worker).
+inline int push_tag(std::size_t bucket) { return 16 + 2 * static_cast<int>(bucket); }
+inline int pull_tag(std::size_t bucket) { return 17 + 2 * static_cast<int>(bucket); }
+// Per step, after the buckets: the step header {clock, learning rate} (worker -> server).
+constexpr int kStepTag = 1;
+// Control words (worker -> server), one double: sync (send me the current parameters once
+// every worker has asked), or stop (this worker has finished).
+constexpr int kControlTag = 2;
+constexpr double kSync = 1, kStop = 2;
+// Parameters sent in answer to sync use each bucket's pull tag.
+
+/// Staleness histogram bins: 0, 1, ..., kStalenessBins - 2, and "that many or more".
+constexpr std::size_t kStalenessBins = 32;
+
+}  // namespace distml::train::ps

@@ -1,0 +1,168 @@
+#include "distml/train/strategies/ps_strategy.h"
+
+#include "distml/core/clock.h"
+#include "distml/core/error.h"
+#include "distml/train/strategies/replicas.h"
+#include "distml/train/tensor_buffer.h"
+
+namespace distml::train {
+
+// A bucket's exchange with its server.
+struct PsStrategy::Exchange {
+  torch::Tensor fresh;  // the pulled parameters
+  bool pushed = false;
+  comm::Work push_work, pull_work;
+};
+
+PsStrategy::PsStrategy(comm::Communicator& world, PsStrategyOptions options)
+    : world_(world), options_(std::move(options)) {
+  if (options_.servers < 1 || options_.servers >= world.size())
+    throw ConfigError(cat("strategy.servers = ", options_.servers,
+                          " must leave at least one of the ", world.size(),
+                          " ranks a worker (1 to ", world.size() - 1, ")"));
+  layout_.workers = world.size() - options_.servers;
+  layout_.servers = options_.servers;
+  workers_ = world.split(trains() ? 0 : -1, world.rank());
+}
+
+// Pushes and pulls in flight own their buffers: wait before freeing them.
+PsStrategy::~PsStrategy() {
+  for (auto& e : exchanges_)
+    for (auto* work : {&e.push_work, &e.pull_work}) {
+      try {
+        work->wait();
+      } catch (const std::exception&) {  // already reported by whoever saw it first
+      }
+    }
+}
+
+void PsStrategy::setup(torch::nn::Module& model) {
+  auto trainable = start_from_rank0(model, world_);  // 1.
+  std::vector<std::size_t> bytes, elements;
+  for (auto& p : trainable.tensors) {
+    bytes.push_back(p.numel() * p.element_size());
+    elements.push_back(p.numel());
+  }
+  layout_ = ps::Layout::plan(bytes, elements, layout_.workers, layout_.servers,
+                             options_.first_bucket_bytes, options_.bucket_bytes);
+  if (!trains()) {
+    server_ = std::make_unique<ps::Server>(world_, layout_, trainable.tensors, options_.server);
+    return;
+  }
+  exchanges_.resize(layout_.buckets.size());
+  for (std::size_t b = 0; b < layout_.buckets.size(); ++b)
+    exchanges_[b].fresh =
+        torch::empty({static_cast<std::int64_t>(layout_.elements[b])},
+                     trainable.tensors[layout_.buckets[b][0]].options().requires_grad(false));
+  headers_.resize(layout_.servers);
+  header_work_.resize(layout_.servers);
+  buckets_ = std::make_unique<GradientBuckets>(std::move(trainable), BucketPlan{layout_.buckets}, 1,
+                                               [this](std::size_t b) { push(b); });  // 2.
+}
+
+void PsStrategy::push(std::size_t index) {
+  Exchange& e = exchanges_[index];
+  const int server = layout_.server_rank(index);
+  const auto& grads = buckets_->flat(index);
+  e.push_work.wait();  // last step's push of these gradients has left
+  e.push_work = world_.isend(buffer_of(grads), server, ps::push_tag(index));
+  e.pull_work = world_.irecv(buffer_of(e.fresh), server, ps::pull_tag(index));
+  e.pushed = true;
+  stats_.bytes_sent += grads.numel() * grads.element_size();
+  if (pushes_this_step_++ == 0) first_push_ = Clock::now();
+  if (pushes_this_step_ < exchanges_.size()) ++early_pushes_;  // later buckets still pending
+}
+
+void PsStrategy::before_optimizer_step() {
+  buckets_->complete_unused(options_.find_unused_parameters);
+}
+
+// 3. The header tells each server which step this is and its learning rate; then the pull.
+void PsStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
+  const double lr = optimizer.param_groups().front().options().get_lr();
+  for (int s = 0; s < layout_.servers; ++s) {
+    if (layout_.server_bytes[s] == 0) continue;  // holds no bucket: no steps to hear about
+    header_work_[s].wait();
+    headers_[s] = {static_cast<double>(clock_), lr};
+    header_work_[s] = world_.isend(comm::ConstBuffer{headers_[s].data(), 2, comm::DType::f64},
+                                   layout_.workers + s, ps::kStepTag);
+  }
+  ++clock_;
+  const auto wait_start = Clock::now();
+  wait_for_parameters();
+  stats_.exposed_seconds = seconds_since(wait_start);
+  stats_.comm_seconds = seconds_since(first_push_);
+  stats_.early_launches = early_pushes_;
+  early_pushes_ = pushes_this_step_ = 0;
+  buckets_->reset();
+}
+
+void PsStrategy::wait_for_parameters() {
+  for (std::size_t index = 0; index < exchanges_.size(); ++index) {
+    Exchange& e = exchanges_[index];
+    if (!e.pushed) continue;
+    try {
+      e.pull_work.wait();
+    } catch (const TimeoutError& err) {
+      throw TimeoutError(cat("parameter server rank ", layout_.server_rank(index),
+                             " sent no parameters: ", err.what()));
+    }
+    e.pushed = false;
+    buckets_->copy_to_params(index, e.fresh);
+  }
+}
+
+// 5. Every worker asks for the current parameters; the servers answer once all have.
+void PsStrategy::reconcile(torch::optim::Optimizer& /*optimizer*/) {
+  control_ = ps::kSync;
+  for (int s = 0; s < layout_.servers; ++s)
+    world_.send(comm::ConstBuffer{&control_, 1, comm::DType::f64}, layout_.workers + s,
+                ps::kControlTag);
+  for (std::size_t index = 0; index < exchanges_.size(); ++index) {
+    Exchange& e = exchanges_[index];
+    e.pull_work = world_.irecv(buffer_of(e.fresh), layout_.server_rank(index), ps::pull_tag(index));
+    e.pushed = true;
+  }
+  wait_for_parameters();
+}
+
+// 6. Stop, then the servers' counts reach every rank.
+void PsStrategy::finish() {
+  for (auto& work : header_work_) work.wait();
+  control_ = ps::kStop;
+  for (int s = 0; s < layout_.servers; ++s)
+    world_.send(comm::ConstBuffer{&control_, 1, comm::DType::f64}, layout_.workers + s,
+                ps::kControlTag);
+  sum_reports(ps::ServerReport{});
+}
+
+void PsStrategy::serve() {
+  server_->run();
+  stats_.bytes_sent = server_->bytes_sent();
+  sum_reports(server_->report());
+}
+
+void PsStrategy::sum_reports(const ps::ServerReport& mine) {
+  std::vector<std::int64_t> counts = mine.staleness;
+  counts.push_back(mine.updates);
+  world_.allreduce(comm::view(counts));
+  std::int64_t gap = mine.max_clock_gap;
+  world_.allreduce(comm::Buffer{&gap, 1, comm::DType::i64}, {.op = comm::ReduceOp::max});
+  summed_.updates = counts.back();
+  counts.pop_back();
+  summed_.staleness = std::move(counts);
+  summed_.max_clock_gap = gap;
+}
+
+nlohmann::json PsStrategy::report() const {
+  // The histogram without its empty tail.
+  std::vector<std::int64_t> histogram = summed_.staleness;
+  while (!histogram.empty() && histogram.back() == 0) histogram.pop_back();
+  return {{"workers", layout_.workers},
+          {"servers", layout_.servers},
+          {"server_updates", summed_.updates},
+          {"staleness_histogram", histogram},
+          {"max_clock_gap", summed_.max_clock_gap}};
+}
+
+}  // namespace distml::train

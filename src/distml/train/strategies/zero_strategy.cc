@@ -1,0 +1,197 @@
+#include "distml/train/strategies/zero_strategy.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "distml/core/clock.h"
+#include "distml/core/error.h"
+#include "distml/train/bucket_planner.h"
+#include "distml/train/strategies/replicas.h"
+#include "distml/train/tensor_buffer.h"
+
+namespace distml::train {
+namespace {
+
+template <class Optim, class Options>
+std::unique_ptr<torch::optim::Optimizer> make_like(const torch::optim::OptimizerOptions& options,
+                                                   const torch::Tensor& shard) {
+  return std::make_unique<Optim>(std::vector<torch::Tensor>{shard},
+                                 static_cast<const Options&>(options));
+}
+
+// An optimizer of the same kind and options as `like`, over the shard. Only optimizers that
+// update element by element qualify: on a slice of a tensor they do what they would do on it.
+std::unique_ptr<torch::optim::Optimizer> optimizer_like(torch::optim::Optimizer& like,
+                                                        const torch::Tensor& shard) {
+  if (like.param_groups().size() != 1)
+    throw UsageError(cat("zero: the optimizer must have one parameter group, it has ",
+                         like.param_groups().size()));
+  const auto& options = like.param_groups()[0].options();
+  namespace optim = torch::optim;
+  if (dynamic_cast<optim::SGD*>(&like))
+    return make_like<optim::SGD, optim::SGDOptions>(options, shard);
+  if (dynamic_cast<optim::Adam*>(&like))
+    return make_like<optim::Adam, optim::AdamOptions>(options, shard);
+  if (dynamic_cast<optim::AdamW*>(&like))
+    return make_like<optim::AdamW, optim::AdamWOptions>(options, shard);
+  throw UsageError("zero: can shard the state of sgd, adam and adamw only");
+}
+
+}  // namespace
+
+// Where a bucket's blocks lie: each rank owns block `rank` of every bucket.
+struct ZeroStrategy::Shard {
+  std::int64_t block = 0;         // elements / N, padding included
+  std::int64_t shard_offset = 0;  // where this rank's block lies in shard_
+  comm::Work work;
+};
+
+ZeroStrategy::ZeroStrategy(comm::Communicator& comm, ZeroStrategyOptions options)
+    : comm_(comm), options_(options) {
+  if (options_.stage != 1 && options_.stage != 2)
+    throw UsageError(cat("zero: stage must be 1 or 2, got ", options_.stage));
+}
+
+// A bucket's flat tensor belongs to its collective until that finishes: wait before freeing.
+ZeroStrategy::~ZeroStrategy() {
+  for (auto& s : shards_) {
+    try {
+      s.work.wait();
+    } catch (const std::exception&) {  // already reported by whoever saw it first
+    }
+  }
+}
+
+void ZeroStrategy::setup(torch::nn::Module& model) {
+  // 1. Same shapes everywhere, rank 0's values everywhere, then buckets and blocks.
+  auto trainable = start_from_rank0(model, comm_);
+  for (auto& p : trainable.tensors)
+    if (p.scalar_type() != trainable.tensors[0].scalar_type())
+      throw UsageError("zero: all parameters must have one dtype");
+  std::vector<std::size_t> bytes;
+  for (auto& p : trainable.tensors) bytes.push_back(p.numel() * p.element_size());
+  const auto& o = options_.buckets;
+  const auto plan = plan_buckets(bytes, o.first_bucket_bytes, o.bucket_bytes);
+  auto options = trainable.tensors.empty() ? torch::TensorOptions()
+                                           : trainable.tensors[0].options().requires_grad(false);
+  // 2. Hooks: each bucket padded to N equal blocks.
+  buckets_ = std::make_unique<GradientBuckets>(std::move(trainable), plan, comm_.size(),
+                                               [this](std::size_t) { launch_ready_buckets(); });
+  std::int64_t shard_size = 0;
+  for (const auto& b : buckets_->buckets()) {
+    Shard s;
+    s.block = b.elements / comm_.size();
+    s.shard_offset = shard_size;
+    shard_size += s.block;
+    shards_.push_back(std::move(s));
+  }
+  shard_ = torch::zeros({shard_size}, options).set_requires_grad(true);
+  shard_.mutable_grad() = torch::zeros({shard_size}, options);
+}
+
+void ZeroStrategy::before_backward(bool sync) { buckets_->set_sync(sync); }
+
+// 2. In plan order only, so that all ranks issue the same collectives in the same order.
+void ZeroStrategy::launch_ready_buckets() {
+  const auto& buckets = buckets_->buckets();
+  std::size_t launched = 0;
+  while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
+    const std::size_t index = next_launch_++;
+    if (index == 0) first_launch_ = Clock::now();
+    Shard& s = shards_[index];
+    auto& flat = buckets_->flat(index);
+    if (options_.stage == 1) {
+      s.work = comm_.iallreduce(
+          buffer_of(flat), {.op = comm::ReduceOp::avg, .algorithm = options_.buckets.algorithm});
+    } else {
+      auto mine = shard_.mutable_grad().narrow(0, s.shard_offset, s.block);
+      s.work = comm_.ireduce_scatter(buffer_of(flat), buffer_of(mine), comm::ReduceOp::avg);
+    }
+    stats_.bytes_sent += flat.numel() * flat.element_size();
+    ++launched;
+  }
+  // Launched while a later bucket still waits for gradients: overlapped with backward.
+  if (next_launch_ < buckets.size()) early_launches_ += launched;
+}
+
+void ZeroStrategy::before_optimizer_step() {
+  torch::NoGradGuard no_grad;
+  // 3. Parameters that got no gradient.
+  buckets_->complete_unused(options_.buckets.find_unused_parameters);
+  const auto wait_start = Clock::now();
+  for (auto& s : shards_) s.work.wait();
+  stats_.exposed_seconds = seconds_since(wait_start);
+  stats_.comm_seconds = seconds_since(first_launch_);
+  stats_.early_launches = early_launches_;
+  early_launches_ = 0;
+
+  const std::int64_t rank = comm_.rank();
+  for (std::size_t index = 0; index < shards_.size(); ++index) {
+    const Shard& s = shards_[index];
+    if (options_.stage == 1) {
+      buckets_->copy_to_grads(index, buckets_->flat(index));
+      shard_.mutable_grad()
+          .narrow(0, s.shard_offset, s.block)
+          .copy_(buckets_->flat(index).narrow(0, rank * s.block, s.block));
+    } else {
+      for (std::size_t k : buckets_->buckets()[index].params)
+        buckets_->params()[k].mutable_grad() = torch::Tensor();
+    }
+    buckets_->release(index);
+  }
+  buckets_->reset();
+  next_launch_ = 0;
+}
+
+void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
+  // 4. The shard's update, with the options the trainer set for this step.
+  if (!shard_optimizer_) shard_optimizer_ = optimizer_like(optimizer, shard_);
+  shard_optimizer_->param_groups()[0].set_options(optimizer.param_groups()[0].options().clone());
+  load_shard_from_model();
+  shard_optimizer_->step();
+  stats_.optimizer_state_bytes = payload_bytes(optimizer_state_tensors(*shard_optimizer_));
+  // 5. Everyone's update, everywhere.
+  gather_parameters();
+}
+
+// The elements [r x block, (r + 1) x block) of each bucket, as far as they are parameters.
+void ZeroStrategy::load_shard_from_model() {
+  torch::NoGradGuard no_grad;
+  const std::int64_t rank = comm_.rank();
+  const auto& buckets = buckets_->buckets();
+  for (std::size_t index = 0; index < buckets.size(); ++index) {
+    const auto& b = buckets[index];
+    const Shard& s = shards_[index];
+    const std::int64_t lo = rank * s.block, hi = lo + s.block;
+    for (std::size_t slot = 0; slot < b.params.size(); ++slot) {
+      const auto& p = buckets_->params()[b.params[slot]];
+      const std::int64_t begin = std::max(lo, b.offsets[slot]),
+                         end = std::min(hi, b.offsets[slot] + p.numel());
+      if (begin >= end) continue;
+      shard_.narrow(0, s.shard_offset + begin - lo, end - begin)
+          .copy_(p.view(-1).narrow(0, begin - b.offsets[slot], end - begin));
+    }
+  }
+}
+
+void ZeroStrategy::gather_parameters() {
+  torch::NoGradGuard no_grad;
+  const auto start = Clock::now();
+  for (std::size_t index = 0; index < shards_.size(); ++index) {
+    Shard& s = shards_[index];
+    s.work = comm_.iallgather(buffer_of(shard_.narrow(0, s.shard_offset, s.block)),
+                              buffer_of(buckets_->flat(index)));
+    stats_.bytes_sent += s.block * shard_.element_size();
+  }
+  for (std::size_t index = 0; index < shards_.size(); ++index) {
+    shards_[index].work.wait();
+    buckets_->copy_to_params(index, buckets_->flat(index));
+    buckets_->release(index);
+  }
+  // Nothing runs while the parameters travel: all of it is exposed.
+  const double gather_s = seconds_since(start);
+  stats_.comm_seconds += gather_s;
+  stats_.exposed_seconds += gather_s;
+}
+
+}  // namespace distml::train

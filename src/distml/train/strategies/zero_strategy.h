@@ -1,0 +1,94 @@
+// ZeRO (Rajbhandari et al. 2020), stages 1 and 2: synchronous data parallelism in which each
+// rank keeps the optimizer state (stage 1), and also the averaged gradients (stage 2), of only
+// its 1/N of the parameters, and all-gathers the updated parameters after every step.
+//
+// The protocol, step by step:
+//  1. setup() starts every replica from rank 0's model (replicas.h) and cuts the parameters
+//     into the all-reduce strategy's buckets (bucket_planner.h). A bucket of n elements is
+//     padded to N equal blocks of ceil(n / N) elements, and rank r owns block r of every
+//     bucket; its shard is one flat tensor, its block of bucket 0, then of bucket 1, ... So
+//     every rank owns 1/N of the parameters (to within N - 1 padding elements a bucket), however
+//     unevenly the tensors are sized, and no world size is too large: a block may hold padding
+//     only.
+//  2. During backward a hook on each parameter copies its gradient, plus whatever .grad()
+//     holds from earlier micro-steps, into its bucket's flat buffer (allocated for the step).
+//     Complete buckets are launched in plan order, as in allreduce_strategy.h, as an
+//     asynchronous collective (avg) that overlaps the rest of backward: stage 1 all-reduces
+//     the bucket; stage 2 reduce-scatters it, so that each rank receives its block only,
+//     straight into the shard's gradient.
+//  3. before_optimizer_step() sends what parameters without a gradient hold (or fails naming
+//     them, unless find_unused_parameters), waits for every bucket, then: stage 1 copies the
+//     averages into every .grad(), so the whole averaged gradient stays visible, and its own
+//     blocks into the shard's gradient; stage 2 releases every .grad(): this rank's share of
+//     the gradient lives in the shard only. The flat buffers are freed.
+//  4. optimizer_step(optimizer) copies the current values of its blocks from the model into
+//     the shard (the model stays the one source of truth) and steps a private optimizer of the
+//     same kind over the shard, with the trainer optimizer's options copied at every step (so
+//     the learning-rate schedule reaches it). The optimizer state (momentum, Adam moments)
+//     therefore exists for 1/N of the parameters; the trainer's own optimizer never steps and
+//     holds none. SGD, Adam and AdamW update element by element, so a shard follows the
+//     trajectory that the whole tensors would.
+//  5. The blocks of every bucket are all-gathered (all launched before the first wait) and
+//     copied into the parameters: every rank ends the step with the same parameters, bit for
+//     bit.
+//  6. On micro-steps with before_backward(false) the hooks do nothing: gradients accumulate
+//     locally in .grad(), and only the step's last backward communicates.
+//
+// LibTorch 1.13 has no hook after a gradient is accumulated, so autograd still holds each full
+// gradient in .grad() during backward; stage 2 saves the gradient memory a rank holds from the
+// end of backward to the next backward. Checkpoints are not supported (rank 0's optimizer holds
+// no state): the strategy factory refuses train.checkpoint_dir.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/train/strategies/allreduce_strategy.h"
+#include "distml/train/strategies/gradient_buckets.h"
+#include "distml/train/strategy.h"
+
+namespace distml::train {
+
+struct ZeroStrategyOptions {
+  /// 1: shard the optimizer state; 2: shard the averaged gradients too.
+  int stage = 1;
+  /// Bucket caps, the all-reduce algorithm of stage 1, and find_unused_parameters: as for the
+  /// all-reduce strategy.
+  AllreduceStrategyOptions buckets;
+};
+
+class ZeroStrategy final : public Strategy {
+ public:
+  ZeroStrategy(comm::Communicator& comm, ZeroStrategyOptions options = {});
+  ~ZeroStrategy() override;
+
+  void setup(torch::nn::Module& model) override;
+  void before_backward(bool sync) override;
+  void before_optimizer_step() override;
+  /// Steps this rank's shard, then all-gathers the parameters. `optimizer` must be an SGD,
+  /// Adam or AdamW with one parameter group; it is only read.
+  void optimizer_step(torch::optim::Optimizer& optimizer) override;
+  StrategyStats stats() const override { return stats_; }
+
+ private:
+  struct Shard;
+  void launch_ready_buckets();
+  void load_shard_from_model();
+  void gather_parameters();
+
+  comm::Communicator& comm_;
+  ZeroStrategyOptions options_;
+  std::unique_ptr<GradientBuckets> buckets_;
+  std::vector<Shard> shards_;  // per bucket
+  torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
+  std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;
+  std::size_t next_launch_ = 0;
+  std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
+  std::chrono::steady_clock::time_point first_launch_;
+  StrategyStats stats_;
+};
+
+}  // namespace distml::train
