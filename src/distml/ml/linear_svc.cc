@@ -149,9 +149,9 @@ void LinearSVC::fit(const LocalData& data, comm::Communicator& comm) {
     LbfgsOptions lo;
     lo.max_iter = options_.max_iter;
     lo.tol = options_.tol;
-    n_iter_ = 0;
-    converged_ = true;
-    objective_ = 0;
+    fit_.n_iter = 0;
+    fit_.converged = true;
+    fit_.objective = 0;
     for (std::size_t m = 0; m < outputs; ++m) {
       const auto positive = positive_class(outputs, m);
       const auto r = minimize_lbfgs(
@@ -160,9 +160,9 @@ void LinearSVC::fit(const LocalData& data, comm::Communicator& comm) {
           },
           std::vector<double>(stride, 0.0), lo);
       std::copy(r.w.begin(), r.w.end(), w.begin() + m * stride);
-      objective_ += options_.C * n * r.objective;
-      n_iter_ = std::max(n_iter_, r.iterations);
-      converged_ = converged_ && r.converged;
+      fit_.objective += options_.C * n * r.objective;
+      fit_.n_iter = std::max(fit_.n_iter, r.iterations);
+      fit_.converged = fit_.converged && r.converged;
     }
   } else {
     // The problems are independent, so one SGD run over all of them is each run alone.
@@ -181,38 +181,33 @@ void LinearSVC::fit(const LocalData& data, comm::Communicator& comm) {
         data.rows, std::move(w), l2, so, comm);
     w = std::move(r.w);
     std::vector<double> g;
-    objective_ = options_.C * n * scaled_objective(data, options_, comm, w, g);
-    n_iter_ = r.epochs;
-    converged_ = false;
+    fit_.objective = options_.C * n * scaled_objective(data, options_, comm, w, g);
+    fit_.n_iter = r.epochs;
+    fit_.converged = false;
   }
-  num_classes_ = data.num_classes;
-  features_ = f;
-  class_names_ = data.class_names;
-  coef_.assign(outputs * f, 0.0);
-  intercept_.assign(outputs, 0.0);
+  fit_.num_classes = data.num_classes;
+  fit_.features = f;
+  fit_.class_names = data.class_names;
+  fit_.coef.assign(outputs * f, 0.0);
+  fit_.intercept.assign(outputs, 0.0);
   for (std::size_t m = 0; m < outputs; ++m) {
-    std::copy_n(w.begin() + m * stride, f, coef_.begin() + m * f);
-    if (options_.fit_intercept) intercept_[m] = options_.intercept_scaling * w[m * stride + f];
+    std::copy_n(w.begin() + m * stride, f, fit_.coef.begin() + m * f);
+    if (options_.fit_intercept) fit_.intercept[m] = options_.intercept_scaling * w[m * stride + f];
   }
 }
 
 void LinearSVC::check_fitted(std::string_view what) const {
-  if (num_classes_ == 0) throw DataError(cat(kName, ": ", what, " before fit"));
+  if (fit_.num_classes == 0) throw DataError(cat(kName, ": ", what, " before fit"));
 }
 
 std::vector<double> LinearSVC::decision_function(const LocalData& data) const {
   check_fitted("decision_function");
-  check_feature_count(data, features_, kName);
-  return linear_decision(data, coef_, intercept_, outputs());
+  return fit_.decision(data, kName);
 }
 
 std::vector<std::int64_t> LinearSVC::predict(const LocalData& data) const {
-  const auto z = decision_function(data);
-  std::vector<std::int64_t> out(data.rows);
-  const std::size_t k = outputs();
-  for (std::size_t i = 0; i < data.rows; ++i)
-    out[i] = k == 1 ? (z[i] > 0 ? 1 : 0) : argmax(z.data() + i * k, k);
-  return out;
+  check_fitted("predict");
+  return fit_.predict(data, kName);
 }
 
 double LinearSVC::score(const LocalData& data, comm::Communicator& comm) const {
@@ -221,12 +216,9 @@ double LinearSVC::score(const LocalData& data, comm::Communicator& comm) const {
 
 nlohmann::json LinearSVC::to_json() const {
   check_fitted("to_json");
-  return {{"estimator", kName},      {"version", 1},
-          {"options", options_},     {"num_classes", num_classes_},
-          {"features", features_},   {"coef", coef_},
-          {"intercept", intercept_}, {"class_names", class_names_},
-          {"objective", objective_}, {"n_iter", n_iter_},
-          {"converged", converged_}};
+  nlohmann::json j = {{"estimator", kName}, {"version", 1}, {"options", options_}};
+  fit_.write(j);
+  return j;
 }
 
 LinearSVC LinearSVC::from_json(const nlohmann::json& j) {
@@ -236,18 +228,7 @@ LinearSVC LinearSVC::from_json(const nlohmann::json& j) {
     const auto& jo = model_field(j, "options", kName);
     const auto o = jo.get<LinearSVCOptions>();
     LinearSVC m(o);
-    m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kName).get<std::size_t>();
-    m.coef_ = model_field(j, "coef", kName).get<std::vector<double>>();
-    m.intercept_ = model_field(j, "intercept", kName).get<std::vector<double>>();
-    m.class_names_ = model_field(j, "class_names", kName).get<std::vector<std::string>>();
-    m.objective_ = model_field(j, "objective", kName).get<double>();
-    m.n_iter_ = model_field(j, "n_iter", kName).get<int>();
-    m.converged_ = model_field(j, "converged", kName).get<bool>();
-    if (m.num_classes_ < 2 || m.intercept_.size() != outputs_for(m.num_classes_) ||
-        m.coef_.size() != m.intercept_.size() * m.features_)
-      throw DataError(cat(kName, " model: coef and intercept do not match num_classes ",
-                          m.num_classes_, " and features ", m.features_));
+    m.fit_ = LinearFit::read(j, kName);
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw DataError(cat(kName, " model: ", e.what()));

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/ml/linear_fit.h"
 #include "distml/ml/local_data.h"
 
 namespace distml::ml {
@@ -68,18 +69,18 @@ class LinearSVC {
   static LinearSVC from_json(const nlohmann::json& j);
 
   const LinearSVCOptions& options() const { return options_; }
-  std::int64_t num_classes() const { return num_classes_; }
-  std::size_t features() const { return features_; }
-  std::size_t outputs() const { return intercept_.size(); }
-  const std::vector<double>& coef() const { return coef_; }  // outputs x features
-  const std::vector<double>& intercept() const { return intercept_; }
-  const std::vector<std::string>& class_names() const { return class_names_; }
+  std::int64_t num_classes() const { return fit_.num_classes; }
+  std::size_t features() const { return fit_.features; }
+  std::size_t outputs() const { return fit_.outputs(); }
+  const std::vector<double>& coef() const { return fit_.coef; }  // outputs x features
+  const std::vector<double>& intercept() const { return fit_.intercept; }
+  const std::vector<std::string>& class_names() const { return fit_.class_names; }
   /// 0.5 * ||w||^2 + C * sum_i loss_i, summed over the one-vs-rest problems.
-  double objective() const { return objective_; }
+  double objective() const { return fit_.objective; }
   /// lbfgs: the most iterations any problem took; sgd: epochs.
-  int n_iter() const { return n_iter_; }
+  int n_iter() const { return fit_.n_iter; }
   /// lbfgs: every problem converged; always false for sgd (no convergence test).
-  bool converged() const { return converged_; }
+  bool converged() const { return fit_.converged; }
 
   /// Collective. The scaled objective (mean loss + ||w||^2 / (2 C N)) of all problems and its
   /// gradient at `w`, laid out per output as [coef..., intercept weight if fit_intercept].
@@ -91,13 +92,7 @@ class LinearSVC {
   void check_fitted(std::string_view what) const;
 
   LinearSVCOptions options_;
-  std::int64_t num_classes_ = 0;
-  std::size_t features_ = 0;
-  std::vector<double> coef_, intercept_;
-  std::vector<std::string> class_names_;
-  double objective_ = 0;
-  int n_iter_ = 0;
-  bool converged_ = false;
+  LinearFit fit_;
 };
 
 }  // namespace distml::ml

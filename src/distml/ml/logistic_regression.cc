@@ -203,9 +203,9 @@ void LogisticRegression::fit(const LocalData& data, comm::Communicator& comm) {
                        ? minimize_owlqn(smooth, std::move(w), l1_weights(data, options_), lo)
                        : minimize_lbfgs(smooth, std::move(w), lo);
     w = r.w;
-    objective_ = options_.C * n * r.objective;
-    n_iter_ = r.iterations;
-    converged_ = r.converged;
+    fit_.objective = options_.C * n * r.objective;
+    fit_.n_iter = r.iterations;
+    fit_.converged = r.converged;
   } else {
     std::vector<double> l2(l.size(), 0.0);
     for (std::size_t p = 0; p < l.size(); ++p)
@@ -220,29 +220,29 @@ void LogisticRegression::fit(const LocalData& data, comm::Communicator& comm) {
         data.rows, std::move(w), l2, so, comm);
     w = std::move(r.w);
     std::vector<double> g;
-    objective_ = options_.C * n * scaled_objective(data, options_, comm, w, g);
-    n_iter_ = r.epochs;
-    converged_ = false;
+    fit_.objective = options_.C * n * scaled_objective(data, options_, comm, w, g);
+    fit_.n_iter = r.epochs;
+    fit_.converged = false;
   }
-  num_classes_ = data.num_classes;
-  features_ = data.features;
-  class_names_ = data.class_names;
-  coef_.assign(l.outputs * l.features, 0.0);
-  intercept_.assign(l.outputs, 0.0);
+  fit_.num_classes = data.num_classes;
+  fit_.features = data.features;
+  fit_.class_names = data.class_names;
+  fit_.coef.assign(l.outputs * l.features, 0.0);
+  fit_.intercept.assign(l.outputs, 0.0);
   for (std::size_t m = 0; m < l.outputs; ++m) {
-    for (std::size_t j = 0; j < l.features; ++j) coef_[m * l.features + j] = w[m * l.stride + j];
-    if (l.intercept) intercept_[m] = w[m * l.stride + l.features];
+    for (std::size_t j = 0; j < l.features; ++j)
+      fit_.coef[m * l.features + j] = w[m * l.stride + j];
+    if (l.intercept) fit_.intercept[m] = w[m * l.stride + l.features];
   }
 }
 
 void LogisticRegression::check_fitted(std::string_view what) const {
-  if (num_classes_ == 0) throw DataError(cat(kName, ": ", what, " before fit"));
+  if (fit_.num_classes == 0) throw DataError(cat(kName, ": ", what, " before fit"));
 }
 
 std::vector<double> LogisticRegression::decision_function(const LocalData& data) const {
   check_fitted("decision_function");
-  check_feature_count(data, features_, kName);
-  return linear_decision(data, coef_, intercept_, outputs());
+  return fit_.decision(data, kName);
 }
 
 std::vector<double> LogisticRegression::predict_proba(const LocalData& data) const {
@@ -260,12 +260,8 @@ std::vector<double> LogisticRegression::predict_proba(const LocalData& data) con
 }
 
 std::vector<std::int64_t> LogisticRegression::predict(const LocalData& data) const {
-  const auto z = decision_function(data);
-  std::vector<std::int64_t> out(data.rows);
-  const std::size_t k = outputs();
-  for (std::size_t i = 0; i < data.rows; ++i)
-    out[i] = k == 1 ? (z[i] > 0 ? 1 : 0) : argmax(z.data() + i * k, k);
-  return out;
+  check_fitted("predict");
+  return fit_.predict(data, kName);
 }
 
 double LogisticRegression::score(const LocalData& data, comm::Communicator& comm) const {
@@ -274,12 +270,9 @@ double LogisticRegression::score(const LocalData& data, comm::Communicator& comm
 
 nlohmann::json LogisticRegression::to_json() const {
   check_fitted("to_json");
-  return {{"estimator", kName},      {"version", 1},
-          {"options", options_},     {"num_classes", num_classes_},
-          {"features", features_},   {"coef", coef_},
-          {"intercept", intercept_}, {"class_names", class_names_},
-          {"objective", objective_}, {"n_iter", n_iter_},
-          {"converged", converged_}};
+  nlohmann::json j = {{"estimator", kName}, {"version", 1}, {"options", options_}};
+  fit_.write(j);
+  return j;
 }
 
 LogisticRegression LogisticRegression::from_json(const nlohmann::json& j) {
@@ -289,19 +282,7 @@ LogisticRegression LogisticRegression::from_json(const nlohmann::json& j) {
     const auto& jo = model_field(j, "options", kName);
     const auto o = jo.get<LogisticRegressionOptions>();  // no "penalty" (older files): l2
     LogisticRegression m(o);
-    m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kName).get<std::size_t>();
-    m.coef_ = model_field(j, "coef", kName).get<std::vector<double>>();
-    m.intercept_ = model_field(j, "intercept", kName).get<std::vector<double>>();
-    m.class_names_ = model_field(j, "class_names", kName).get<std::vector<std::string>>();
-    m.objective_ = model_field(j, "objective", kName).get<double>();
-    m.n_iter_ = model_field(j, "n_iter", kName).get<int>();
-    m.converged_ = model_field(j, "converged", kName).get<bool>();
-    const std::size_t outputs = m.num_classes_ == 2 ? 1 : static_cast<std::size_t>(m.num_classes_);
-    if (m.num_classes_ < 2 || m.intercept_.size() != outputs ||
-        m.coef_.size() != outputs * m.features_)
-      throw DataError(cat(kName, " model: coef and intercept do not match num_classes ",
-                          m.num_classes_, " and features ", m.features_));
+    m.fit_ = LinearFit::read(j, kName);
     return m;
   } catch (const nlohmann::json::exception& e) {
     throw DataError(cat(kName, " model: ", e.what()));

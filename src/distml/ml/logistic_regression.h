@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/ml/linear_fit.h"
 #include "distml/ml/local_data.h"
 
 namespace distml::ml {
@@ -67,18 +68,18 @@ class LogisticRegression {
   static LogisticRegression from_json(const nlohmann::json& j);
 
   const LogisticRegressionOptions& options() const { return options_; }
-  std::int64_t num_classes() const { return num_classes_; }
-  std::size_t features() const { return features_; }
+  std::int64_t num_classes() const { return fit_.num_classes; }
+  std::size_t features() const { return fit_.features; }
   /// 1 for two classes, else num_classes.
-  std::size_t outputs() const { return intercept_.size(); }
-  const std::vector<double>& coef() const { return coef_; }  // outputs x features
-  const std::vector<double>& intercept() const { return intercept_; }
-  const std::vector<std::string>& class_names() const { return class_names_; }
+  std::size_t outputs() const { return fit_.outputs(); }
+  const std::vector<double>& coef() const { return fit_.coef; }  // outputs x features
+  const std::vector<double>& intercept() const { return fit_.intercept; }
+  const std::vector<std::string>& class_names() const { return fit_.class_names; }
   /// C * sum_i loss_i + 0.5 * ||coef||^2 (penalty "l2") or + ||coef||_1 ("l1") at the fitted
   /// weights.
-  double objective() const { return objective_; }
-  int n_iter() const { return n_iter_; }
-  bool converged() const { return converged_; }
+  double objective() const { return fit_.objective; }
+  int n_iter() const { return fit_.n_iter; }
+  bool converged() const { return fit_.converged; }
 
   /// Collective. The scaled objective (mean loss + ||coef||^2 / (2 C N), or + ||coef||_1 /
   /// (C N) with penalty "l1") at `w` and the gradient of its smooth part (all of it with "l2",
@@ -92,13 +93,7 @@ class LogisticRegression {
   void check_fitted(std::string_view what) const;
 
   LogisticRegressionOptions options_;
-  std::int64_t num_classes_ = 0;
-  std::size_t features_ = 0;
-  std::vector<double> coef_, intercept_;
-  std::vector<std::string> class_names_;
-  double objective_ = 0;
-  int n_iter_ = 0;
-  bool converged_ = false;
+  LinearFit fit_;
 };
 
 }  // namespace distml::ml

@@ -124,14 +124,14 @@ void check_same_config(const TrainConfig& config, comm::Communicator& comm) {
     throw ConfigError(cat("rank(s) ", differ,
                           " run a different configuration than rank 0: start every rank with "
                           "the same --config file and --set options"));
-  if (config.train.slow_rank >= comm.size())
-    throw ConfigError(cat(config.source, ": train.slow_rank = ", config.train.slow_rank,
-                          " is not a rank of this run (0 to ", comm.size() - 1, ")"));
 }
 
 // The strategy, once every rank is known to run the same configuration.
 std::unique_ptr<Strategy> agreed_strategy(const TrainConfig& config, comm::Communicator& world) {
   check_same_config(config, world);
+  if (config.train.slow_rank >= world.size())
+    throw ConfigError(cat(config.source, ": train.slow_rank = ", config.train.slow_rank,
+                          " is not a rank of this run (0 to ", world.size() - 1, ")"));
   return make_strategy(config, world);
 }
 

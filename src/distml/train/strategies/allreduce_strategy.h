@@ -8,7 +8,8 @@
 //     first, 25 MiB after, by default); each bucket owns one flat tensor. The plan depends
 //     only on the shapes, so it is identical on all ranks.
 //  3. A hook on each parameter receives its gradient during backward and copies it, plus
-//     whatever .grad() already holds from earlier micro-steps, into the bucket's flat tensor.
+//     whatever .grad() already holds from earlier micro-steps, into the bucket's flat tensor
+//     (gradient_buckets.h, shared with the ZeRO and parameter-server strategies).
 //  4. When the last gradient of a bucket has arrived, the bucket is ready. Buckets are
 //     launched strictly in plan order (bucket i only after buckets 0..i-1), so that every
 //     rank issues the same all-reduces in the same order even if hooks fire in another

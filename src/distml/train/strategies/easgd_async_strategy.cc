@@ -1,10 +1,9 @@
 #include "distml/train/strategies/easgd_async_strategy.h"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 #include "distml/core/error.h"
+#include "distml/train/strategies/idle_watch.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/tensor_buffer.h"
 
@@ -50,7 +49,8 @@ void AsyncEasgdStrategy::set_parameters(const torch::Tensor& flat) {
 // 2. and the worker's half of 3.
 void AsyncEasgdStrategy::after_optimizer_step(torch::optim::Optimizer&, std::int64_t step) {
   if (step % options_.period != 0) return;
-  exchange_.copy_(flat_parameters());
+  const torch::Tensor mine = flat_parameters();
+  exchange_.copy_(mine);
   world_.send(buffer_of(exchange_), centre_rank_, kExchangeTag);
   stats_.bytes_sent += exchange_.numel() * exchange_.element_size();
   try {
@@ -58,7 +58,7 @@ void AsyncEasgdStrategy::after_optimizer_step(torch::optim::Optimizer&, std::int
   } catch (const TimeoutError& e) {
     throw TimeoutError(cat("EASGD centre rank ", centre_rank_, " did not answer: ", e.what()));
   }
-  set_parameters(flat_parameters() - exchange_);
+  set_parameters(mine - exchange_);
 }
 
 void AsyncEasgdStrategy::send_control(double word) {
@@ -111,8 +111,7 @@ void AsyncEasgdStrategy::serve() {
     w.answer_work = world_.isend(buffer_of(w.answer), w.rank, kExchangeTag);
     stats_.bytes_sent += w.answer.numel() * w.answer.element_size();
   };
-  const auto timeout = world_.options().timeout;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  IdleWatch watch(world_.options().timeout);
   auto running = [&] {
     return std::any_of(peers.begin(), peers.end(), [](const Peer& w) { return !w.stopped; });
   };
@@ -149,18 +148,12 @@ void AsyncEasgdStrategy::serve() {
           answer(w, centre);
           w.syncing = false;
         }
-    const auto now = std::chrono::steady_clock::now();
-    if (progress) {
-      deadline = now + timeout;
-    } else if (now > deadline) {
+    if (watch.expired(progress)) {
       std::string waiting;
       for (const Peer& w : peers)
         if (!w.stopped) waiting += cat(waiting.empty() ? "" : ", ", w.rank);
       throw TimeoutError(cat("EASGD centre rank ", world_.rank(), ": no message from worker(s) ",
-                             waiting, " for ", std::chrono::duration<double>(timeout).count(),
-                             " s"));
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+                             waiting, " for ", watch.timeout_s(), " s"));
     }
   }
   // The receives still posted for stopped workers never complete: nothing more is sent.

@@ -1,10 +1,9 @@
 #include "distml/train/strategies/ps_server.h"
 
 #include <algorithm>
-#include <chrono>
-#include <thread>
 
 #include "distml/core/error.h"
+#include "distml/train/strategies/idle_watch.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train::ps {
@@ -184,8 +183,7 @@ void Server::answer_syncs() {
 }
 
 void Server::run() {
-  const auto timeout = world_.options().timeout;
-  auto deadline = std::chrono::steady_clock::now() + timeout;
+  IdleWatch watch(world_.options().timeout);
   auto running = [&] {
     return std::any_of(peers_.begin(), peers_.end(), [](const auto& p) { return !p->stopped; });
   };
@@ -210,23 +208,15 @@ void Server::run() {
       progress = true;
     }
     answer_syncs();
-    const auto now = std::chrono::steady_clock::now();
-    if (progress)
-      deadline = now + timeout;
-    else if (now > deadline)
-      throw_timeout();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (watch.expired(progress)) {
+      std::string waiting;
+      for (const auto& p : peers_)
+        if (!p->stopped) waiting += cat(waiting.empty() ? "" : ", ", p->rank);
+      throw TimeoutError(cat("parameter server rank ", world_.rank(),
+                             ": no message from worker(s) ", waiting, " for ", watch.timeout_s(),
+                             " s"));
+    }
   }
-}
-
-void Server::throw_timeout() const {
-  std::string waiting;
-  for (const auto& p : peers_)
-    if (!p->stopped) waiting += cat(waiting.empty() ? "" : ", ", p->rank);
-  throw TimeoutError(cat("parameter server rank ", world_.rank(), ": no message from worker(s) ",
-                         waiting, " for ",
-                         std::chrono::duration<double>(world_.options().timeout).count(), " s"));
 }
 
 }  // namespace distml::train::ps

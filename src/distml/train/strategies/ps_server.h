@@ -52,7 +52,6 @@ class Server {
   std::int64_t lead(const Peer& w) const;
   bool may_proceed(const Peer& w) const;
   void answer_syncs();
-  [[noreturn]] void throw_timeout() const;
 
   comm::Communicator& world_;
   const Layout& layout_;
