@@ -19,6 +19,7 @@ packages=(
   python3 procps jq  # the tests' JSON checks and process checks; jq for bench scripts
   python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
   python3-sklearn  # the classical estimators are checked against scikit-learn
+  libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
 )
 if ((want_data)); then
   packages+=(dataset-fashion-mnist)

@@ -8,6 +8,7 @@
 #include "distml/core/version.h"
 #include "fit.h"
 #include "launch.h"
+#include "rl.h"
 #include "train.h"
 
 // Errors in what the user gave (flags, config, data, checkpoint) exit with 2, others with 1.
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   distml::cli::add_bench_command(app, argc, argv);
   distml::cli::add_train_command(app, argc, argv);
   distml::cli::add_fit_commands(app, argc, argv);
+  distml::cli::add_rl_command(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -1,0 +1,189 @@
+#include "rl.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "distml/comm/engines.h"
+#include "distml/comm/local/local_world.h"
+#include "distml/core/clock.h"
+#include "distml/core/error.h"
+#include "distml/rl/algos/algorithm.h"
+#include "distml/rl/envs/env.h"
+#include "launch.h"
+#include "progress_bar.h"
+
+namespace distml::cli {
+namespace {
+
+struct RlOptions {
+  std::string algo;
+  std::string env = "cartpole";
+  std::string config_path;
+  std::vector<std::string> sets;
+  int np = 0;
+  bool np_given = false;
+  std::string engine = "mpi";
+  std::string resume;
+  bool json = false;
+};
+
+// The tuned defaults of an (algorithm, environment) pair, when the examples have them.
+std::string tuned_config(const std::string& algo, const std::string& env) {
+  std::string dir = DISTML_RL_EXAMPLES;
+  if (const char* d = std::getenv("DISTML_RL_EXAMPLES")) dir = d;
+  const std::string path = dir + "/" + algo + "_" + env + ".toml";
+  std::error_code ignored;
+  return std::filesystem::is_regular_file(path, ignored) ? path : "";
+}
+
+// One 64-bit FNV-1a hash of the config text: every rank must run the same configuration.
+std::uint64_t fingerprint(const std::string& text) {
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
+  return h;
+}
+
+// What rank 0 shows while training: JSON lines, a progress bar on a terminal, or plain lines.
+struct Reporter {
+  bool json;
+  bool bar_enabled = !json && stdout_is_terminal();
+  ProgressBar bar{stdout, "env steps"};
+
+  void event(const nlohmann::json& e) {
+    if (json) {
+      std::cout << e.dump() << std::endl;
+      return;
+    }
+    if (bar_enabled) bar.clear();
+    const std::string kind = e["event"];
+    if (kind == "update")
+      std::printf("update %lld  env steps %lld  train return %s  %.0f env steps/s\n",
+                  e["update"].get<long long>(), e["env_steps"].get<long long>(),
+                  e["train_return"].is_null() ? "-" : cat(e["train_return"].get<double>()).c_str(),
+                  e["env_steps_per_sec"].get<double>());
+    else if (kind == "eval")
+      std::printf("update %lld  env steps %lld  eval return %.2f over %lld episodes\n",
+                  e["update"].get<long long>(), e["env_steps"].get<long long>(),
+                  e["eval_mean_return"].get<double>(), e["eval_episodes"].get<long long>());
+    else if (kind == "checkpoint")
+      std::printf("update %lld  checkpoint %s\n", e["update"].get<long long>(),
+                  e["path"].get<std::string>().c_str());
+    else if (kind == "actor_lost")
+      std::printf("actor rank %d lost (%s); %s\n", e["rank"].get<int>(),
+                  e["reason"].get<std::string>().c_str(), e["action"].get<std::string>().c_str());
+    std::fflush(stdout);
+  }
+  void progress(std::int64_t done, std::int64_t total) {
+    if (bar_enabled) bar.update(done, total);
+  }
+};
+
+void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator& comm,
+             Clock::time_point start) {
+  std::optional<Reporter> reporter;
+  rl::RunHooks hooks;
+  if (comm.rank() == 0) {
+    reporter.emplace(Reporter{o.json});
+    hooks.event = [&](const nlohmann::json& e) { reporter->event(e); };
+    hooks.progress = [&](std::int64_t done, std::int64_t total) {
+      reporter->progress(done, total);
+    };
+  }
+  const rl::RunResult r = rl::run_algorithm(config, comm, hooks);
+  if (comm.rank() != 0) return;
+  if (reporter->bar_enabled) reporter->bar.clear();
+  const double wall_s = seconds_since(start);
+  if (o.json) {
+    nlohmann::json done = {{"event", "done"},
+                           {"algo", config.algo.name},
+                           {"env", config.env.name},
+                           {"eval_mean_return", r.eval_mean_return},
+                           {"eval_episodes", r.eval_episodes},
+                           {"env_steps", r.env_steps},
+                           {"env_steps_per_sec", r.env_steps_per_sec},
+                           {"np", comm.size()},
+                           {"wall_s", wall_s}};
+    done.update(r.report);
+    std::cout << done.dump() << std::endl;
+  } else {
+    std::printf(
+        "%s on %s: mean return %.2f over %lld evaluation episodes after %lld env steps "
+        "(%.0f env steps/s); %.1f s in all\n",
+        config.algo.name.c_str(), config.env.name.c_str(), r.eval_mean_return,
+        static_cast<long long>(r.eval_episodes), static_cast<long long>(r.env_steps),
+        r.env_steps_per_sec, wall_s);
+  }
+}
+
+void run(RlOptions o, int argc, char** argv) {
+  const auto start = Clock::now();
+  if (o.np_given && o.np < 1) throw UsageError(cat("--np must be at least 1, got ", o.np));
+  comm::check_engine_name(o.engine);
+  std::string path = o.config_path;
+  if (path.empty()) {
+    path = tuned_config(o.algo, o.env);
+    if (path.empty() && !std::getenv(kLaunchedVar))  // said once, before the relaunch
+      std::fprintf(stderr, "distml rl: no tuned defaults for %s on %s; using the built-in ones\n",
+                   o.algo.c_str(), o.env.c_str());
+  }
+  std::vector<std::string> sets = {"algo.name=" + o.algo, "env.name=" + o.env};
+  if (!o.resume.empty()) sets.push_back("run.resume=" + o.resume);
+  sets.insert(sets.end(), o.sets.begin(), o.sets.end());
+  rl::RlConfig config = rl::load_rl_config(path, sets);
+  if (!config.run.resume.empty() && config.run.checkpoint_dir.empty())
+    config.run.checkpoint_dir = config.run.resume;  // a resumed run goes on saving there
+  if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv);
+
+  comm::CommOptions copts;
+  copts.timeout = comm::Millis(static_cast<long long>(config.run.timeout_s * 1000));
+  copts.fingerprint = fingerprint(rl::canonical_text(config));
+  if (o.engine == "local") {
+    comm::local::run_ranks(std::max(o.np, 1), copts,
+                           [&](comm::Communicator& comm) { rl_rank(config, o, comm, start); });
+    return;
+  }
+  if (o.engine == "gloo") adopt_mpirun_rank_variables();
+  auto comm = comm::connect({o.engine, ""}, copts);
+  rl_rank(config, o, *comm, start);
+}
+
+}  // namespace
+
+void add_rl_command(CLI::App& app, int argc, char** argv) {
+  auto o = std::make_shared<RlOptions>();
+  if (const char* e = std::getenv(kEngineVar)) o->engine = e;
+  std::string envs;
+  for (const auto& name : rl::env_names()) envs += (envs.empty() ? "" : "|") + name;
+  auto* sub = app.add_subcommand(
+      "rl",
+      "Distributed deep reinforcement learning: PPO/DPPO and A2C (synchronous actor-learners), "
+      "A3C (asynchronous gradients to a parameter holder), IMPALA (actors and a V-trace "
+      "learner), Ape-X DQN (actors, a prioritised replay rank, a double-DQN learner).\n"
+      "Example: distml rl ppo --env cartpole --np 2 --json\n"
+      "Without --config it uses the tuned defaults of examples/rl/ALGO_ENV.toml; config keys: "
+      "see docs/rl.md.");
+  sub->add_option("algorithm", o->algo, "ppo | a2c | a3c | impala | apex")
+      ->required()
+      ->check(CLI::IsMember({"ppo", "a2c", "a3c", "impala", "apex"}));
+  sub->add_option("--env", o->env, envs)->check(CLI::IsMember(rl::env_names()));
+  sub->add_option("--config", o->config_path,
+                  "TOML file with [env] [network] [optim] [algo] [impala] [apex] [run]");
+  sub->add_option("--set", o->sets,
+                  "Override a config key: --set run.env_steps=50000 (repeatable)");
+  auto* np =
+      sub->add_option("--np", o->np, "Ranks (relaunches under distml launch; threads for local)");
+  sub->add_option("--engine", o->engine, "mpi | gloo | local");
+  sub->add_option("--resume", o->resume,
+                  "Continue from the checkpoint in this directory (and keep saving there)");
+  sub->add_flag("--json", o->json, "Events as JSON lines on stdout; the last is the done line");
+  sub->callback([o, np, argc, argv] {
+    o->np_given = np->count() > 0;
+    run(*o, argc, argv);
+  });
+}
+
+}  // namespace distml::cli

@@ -1,0 +1,67 @@
+#include "distml/rl/algos/common.h"
+
+#include "distml/rl/run_monitor.h"
+#include "distml/train/checkpoint_file.h"
+#include "distml/train/optimizer_factory.h"
+
+namespace distml::rl {
+
+void prepare_rank(const RlConfig& config) {
+  torch::manual_seed(config.run.seed);
+  torch::set_num_threads(static_cast<int>(config.run.threads));
+}
+
+VectorEnv make_actor_envs(const RlConfig& config, int actor) {
+  return VectorEnv(config.env.name, static_cast<int>(config.env.copies),
+                   config.run.seed * 1000003ULL + static_cast<std::uint64_t>(actor));
+}
+
+ActorCritic make_actor_critic(const RlConfig& config) {
+  auto env = make_env(config.env.name);
+  return ActorCritic(env->observation_space(), env->action_space(), config.network);
+}
+
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
+                                                        torch::nn::Module& net) {
+  return train::make_optimizer(net.parameters(), config.optim);
+}
+
+Policy greedy_policy(ActorCritic net) {
+  return [net](const torch::Tensor& observation) mutable {
+    return ActionSampler::greedy(*net, net->forward(observation).policy);
+  };
+}
+
+void average_gradients(torch::nn::Module& net, comm::Communicator& comm) {
+  if (comm.size() == 1) return;
+  std::vector<float> g = flat_gradients(net);
+  comm.allreduce(comm::view(g));
+  const float scale = 1.0f / static_cast<float>(comm.size());
+  for (float& v : g) v *= scale;
+  load_flat_gradients(net, g);
+}
+
+double clip_gradients(torch::nn::Module& net, double max_norm) {
+  if (max_norm <= 0) {
+    double sum = 0;
+    for (const auto& p : net.parameters())
+      if (p.grad().defined()) sum += p.grad().pow(2).sum().item<double>();
+    return std::sqrt(sum);
+  }
+  return torch::nn::utils::clip_grad_norm_(net.parameters(), max_norm);
+}
+
+LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
+                                torch::optim::Optimizer& optimizer) {
+  if (config.run.resume.empty()) return {};
+  const std::string path = checkpoint_path(config.run.resume);
+  return load_learner_state(train::read_checked_file(path), path, net, optimizer);
+}
+
+double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates) {
+  if (!config.algo.anneal_lr || total_updates <= 0) return config.optim.lr;
+  const double left = 1.0 - static_cast<double>(update) / static_cast<double>(total_updates);
+  return config.optim.lr * std::max(left, 0.0);
+}
+
+}  // namespace distml::rl

@@ -1,0 +1,42 @@
+// Pieces the algorithms share: building the network and optimizer from the config, the greedy
+// policy for evaluation, gradient averaging and clipping, and restoring a checkpoint.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+
+#include "distml/comm/communicator.h"
+#include "distml/rl/envs/vector_env.h"
+#include "distml/rl/evaluation.h"
+#include "distml/rl/learner_state.h"
+#include "distml/rl/policy.h"
+#include "distml/rl/rl_config.h"
+
+namespace distml::rl {
+
+/// Seeds torch and sets the intra-op threads of this rank.
+void prepare_rank(const RlConfig& config);
+
+/// The environments of actor `actor` (distinct seeds per actor).
+VectorEnv make_actor_envs(const RlConfig& config, int actor);
+
+ActorCritic make_actor_critic(const RlConfig& config);
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
+                                                        torch::nn::Module& net);
+
+Policy greedy_policy(ActorCritic net);
+
+/// Averages the gradients of `net` over the ranks of `comm` (one flat all-reduce).
+void average_gradients(torch::nn::Module& net, comm::Communicator& comm);
+/// Clips the global gradient norm when max_norm > 0; returns the norm before clipping.
+double clip_gradients(torch::nn::Module& net, double max_norm);
+
+/// Restores config.run.resume into net and optimizer (counters zero when not resuming).
+LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
+                                torch::optim::Optimizer& optimizer);
+
+/// The learning rate for an update when annealing linearly over `total_updates`.
+double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates);
+
+}  // namespace distml::rl

@@ -1,0 +1,244 @@
+// IMPALA (Espeholt et al. 2018). Rank 0 is the learner, every other rank an actor.
+//
+//  1. An actor runs its K copies for T steps with the parameters it has (the behaviour
+//     policy), sends the unroll (with the parameters' version) and starts the next unroll at
+//     once: at most one unroll is in flight, and the actor only waits if that one is still
+//     undelivered when the next is ready.
+//  2. Before each unroll the actor takes whatever parameters have arrived (never waits).
+//  3. The learner queues unrolls as they arrive, trains on batches of impala.batch_unrolls with
+//     V-trace targets and policy gradient, and sends the new parameters to every actor whose
+//     previous copy has been delivered. Policy lag = learner version - unroll version.
+//  4. At the end the learner sends `stop`; each actor finishes its last send and answers
+//     `stop` with its steps/s, which the learner waits for (dropping late unrolls).
+// With impala.solo_unrolls > 0, each actor first runs that many unrolls without sending
+// (the learner idle): its steps/s then is the "alone" rate of the decoupling measurement.
+#include <thread>
+
+#include "distml/core/error.h"
+#include "distml/rl/actor_roster.h"
+#include "distml/rl/algos/algorithm.h"
+#include "distml/rl/algos/common.h"
+#include "distml/rl/returns.h"
+#include "distml/rl/rollout.h"
+#include "distml/rl/run_monitor.h"
+
+namespace distml::rl {
+namespace {
+
+constexpr std::uint64_t kActorStatsFloats = 2;  // steps/s alone, steps/s with the learner
+
+SizeCheck unroll_or_stop(std::uint64_t unroll_floats) {
+  return [unroll_floats](MessageKind kind, std::uint64_t floats) {
+    if (kind == MessageKind::stop && floats == kActorStatsFloats) return;
+    if (kind != MessageKind::unroll)
+      throw CommError(cat("expected an unroll, got a ", kind_name(kind), " message"));
+    if (floats != unroll_floats)
+      throw CommError(cat("an unroll of ", floats, " floats, expected ", unroll_floats));
+  };
+}
+
+void run_actor(const RlConfig& config, comm::Communicator& comm) {
+  ActorCritic net = make_actor_critic(config);
+  VectorEnv envs = make_actor_envs(config, comm.rank());
+  ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()));
+  const std::uint64_t n_params = parameter_count(*net);
+  MessageListener from_learner(comm, 0, Channel::from_learner,
+                               exact_size(MessageKind::parameters, n_params));
+  const auto& algo = config.algo;
+
+  const auto solo_start = Clock::now();
+  for (std::int64_t i = 0; i < config.impala.solo_unrolls; ++i)
+    collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+  const double solo_s = seconds_since(solo_start);
+  const double solo_rate =
+      solo_s > 0 ? config.impala.solo_unrolls * algo.unroll * config.env.copies / solo_s : 0;
+
+  std::uint64_t version = 0;
+  bool stop = false;
+  auto on_message = [&](Message m) {
+    if (m.kind == MessageKind::stop) {
+      stop = true;
+      return;
+    }
+    load_flat_parameters(*net, m.payload);
+    version = m.version;
+  };
+  std::optional<PendingSend> in_flight;
+  std::int64_t sent = 0, steps = 0;
+  const auto start = Clock::now();
+  for (;;) {
+    while (!stop && from_learner.ready()) on_message(from_learner.take());
+    if (stop) break;
+    if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after)
+      return;  // fault injection: vanish without a goodbye
+    Rollout r = collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+    steps += algo.unroll * config.env.copies;
+    if (in_flight) wait_serving(*in_flight, from_learner, on_message);
+    in_flight.emplace(
+        comm, 0, Channel::to_learner,
+        Message{MessageKind::unroll, version,
+                static_cast<std::uint64_t>(algo.unroll * config.env.copies), pack(r)});
+    ++sent;
+  }
+  // The learner sends nothing after `stop`; it keeps receiving until our goodbye.
+  if (in_flight) in_flight->wait();
+  const double rate = steps / std::max(seconds_since(start), 1e-9);
+  send_message(comm, 0, Channel::to_learner,
+               Message{MessageKind::stop,
+                       version,
+                       0,
+                       {static_cast<float>(solo_rate), static_cast<float>(rate)}});
+}
+
+struct Unroll {
+  Rollout rollout;
+  std::uint64_t version;
+};
+
+struct VTraceLoss {
+  torch::Tensor total;
+  double policy, baseline, entropy, mean_rho;
+};
+
+VTraceLoss vtrace_loss(ActorCriticImpl& net, const Rollout& b, const RlConfig& config) {
+  const auto steps = b.rewards.size(0), copies = b.rewards.size(1);
+  const auto out = net.forward(b.observations.slice(0, 0, steps).reshape({steps * copies, -1}));
+  const auto log_p =
+      net.log_prob(out.policy, b.actions.reshape({steps * copies, -1})).reshape({steps, copies});
+  const auto values = out.value.reshape({steps, copies});
+  torch::Tensor bootstrap;
+  {
+    torch::NoGradGuard no_grad;
+    bootstrap = net.forward(b.observations[steps]).value;
+  }
+  const auto log_rhos = log_p.detach() - b.log_probs;
+  const ImpalaConfig& c = config.impala;
+  const VTraceTargets t = vtrace(log_rhos, b.discounts, b.rewards, values.detach(), bootstrap,
+                                 c.clip_rho, c.clip_c, c.clip_pg_rho);
+  const auto policy_loss = -(log_p * t.pg_advantages).mean();
+  const auto baseline_loss = 0.5 * (t.vs - values).pow(2).mean();
+  const auto entropy = net.entropy(out.policy).mean();
+  return {policy_loss + config.algo.value_coef * baseline_loss - config.algo.entropy * entropy,
+          policy_loss.item<double>(), baseline_loss.item<double>(), entropy.item<double>(),
+          log_rhos.exp().mean().item<double>()};
+}
+
+RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks) {
+  ActorCritic net = make_actor_critic(config);
+  auto optimizer = make_optimizer(config, *net);
+  LearnerCounters counters = resume_if_asked(config, *net, *optimizer);
+  const RolloutShape shape = shape_of(make_actor_envs(config, 0), config.algo.unroll);
+  std::vector<int> actors;
+  for (int r = 1; r < comm.size(); ++r) actors.push_back(r);
+  ActorRoster roster(comm, actors, Channel::to_learner, unroll_or_stop(shape.floats()), config,
+                     hooks);
+  std::map<int, PendingSend> param_sends;
+  auto push_parameters = [&] {
+    const std::vector<float> flat = flat_parameters(*net);
+    for (int r : roster.live()) {
+      auto it = param_sends.find(r);
+      if (it != param_sends.end() && !it->second.done()) continue;  // the actor is behind
+      param_sends.erase(r);
+      param_sends.emplace(
+          r, PendingSend(comm, r, Channel::from_learner,
+                         Message{MessageKind::parameters,
+                                 static_cast<std::uint64_t>(counters.update), 0, flat}));
+    }
+  };
+  if (!config.run.resume.empty()) push_parameters();
+
+  RunMonitor monitor(config, hooks);
+  auto state = [&] { return save_learner_state(*net, *optimizer, counters); };
+  std::deque<Unroll> queue;
+  std::map<int, std::array<float, 2>> actor_rates;
+  auto on_message = [&](int rank, Message m) {
+    if (m.kind == MessageKind::stop) {  // an actor's goodbye (only after our stop)
+      actor_rates[rank] = {m.payload[0], m.payload[1]};
+      roster.remove(rank);
+      return;
+    }
+    counters.env_steps += static_cast<std::int64_t>(m.extra);
+    queue.push_back({unpack(m.payload, shape), m.version});
+  };
+  double lag_sum = 0;
+  std::int64_t lag_max = 0, lag_count = 0;
+  const std::int64_t batch = config.impala.batch_unrolls;
+  bool solved = false;
+  while (counters.env_steps < config.run.env_steps && !solved) {
+    if (roster.poll(on_message) == 0 && static_cast<std::int64_t>(queue.size()) < batch) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      continue;
+    }
+    if (static_cast<std::int64_t>(queue.size()) < batch) continue;
+    std::vector<Rollout> parts;
+    for (std::int64_t i = 0; i < batch; ++i) {
+      const std::int64_t lag = counters.update - static_cast<std::int64_t>(queue.front().version);
+      lag_sum += static_cast<double>(lag);
+      lag_max = std::max(lag_max, lag);
+      ++lag_count;
+      monitor.add_episodes(queue.front().rollout.finished_return_sum,
+                           queue.front().rollout.finished_episodes);
+      parts.push_back(std::move(queue.front().rollout));
+      queue.pop_front();
+    }
+    const Rollout b = concatenate(parts);
+    VTraceLoss loss = vtrace_loss(*net, b, config);
+    optimizer->zero_grad();
+    loss.total.backward();
+    clip_gradients(*net, config.algo.max_grad_norm);
+    optimizer->step();
+    ++counters.update;
+    push_parameters();
+    solved = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net), state,
+                                  {{"policy_loss", loss.policy},
+                                   {"baseline_loss", loss.baseline},
+                                   {"entropy", loss.entropy},
+                                   {"mean_rho", loss.mean_rho},
+                                   {"policy_lag", lag_count ? lag_sum / lag_count : 0.0},
+                                   {"queued_unrolls", queue.size()}});
+  }
+
+  // Stop every live actor, then wait for each goodbye (late unrolls are dropped).
+  for (int r : roster.live()) {
+    if (auto it = param_sends.find(r); it != param_sends.end())
+      while (roster.is_live(r) && !it->second.done())
+        if (roster.poll(on_message) == 0)
+          std::this_thread::sleep_for(std::chrono::microseconds(200));
+    if (roster.is_live(r)) send_message(comm, r, Channel::from_learner, Message{MessageKind::stop});
+  }
+  param_sends.clear();
+  while (!roster.live().empty())
+    if (roster.poll(on_message) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+
+  RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net), state);
+  double alone = 0, with_learner = 0;
+  for (const auto& [rank, rates] : actor_rates) {
+    alone += rates[0] / actor_rates.size();
+    with_learner += rates[1] / actor_rates.size();
+  }
+  result.report["policy_lag_mean"] = lag_count ? lag_sum / lag_count : 0.0;
+  result.report["policy_lag_max"] = lag_max;
+  result.report["actors"] = actors.size();
+  result.report["actors_lost"] = roster.lost();
+  result.report["actor_steps_per_sec"] = with_learner;
+  if (config.impala.solo_unrolls > 0) {
+    result.report["actor_steps_per_sec_alone"] = alone;
+    result.report["decoupling_ratio"] = alone > 0 ? with_learner / alone : 0.0;
+  }
+  return result;
+}
+
+}  // namespace
+
+RunResult run_impala(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks) {
+  if (comm.size() < 2)
+    throw UsageError("impala needs at least 2 ranks (a learner and an actor): use --np 2 or more");
+  prepare_rank(config);
+  if (comm.rank() != 0) {
+    run_actor(config, comm);
+    return {};
+  }
+  return run_learner(config, comm, hooks);
+}
+
+}  // namespace distml::rl

@@ -1,0 +1,138 @@
+// PPO (Schulman et al. 2017) and A2C, synchronous over the ranks: every rank is an
+// actor-learner that collects a rollout from its own environment copies, and every minibatch
+// gradient is averaged over all ranks before the step — DPPO's synchronous variant (Heess et
+// al. 2017), and A2C as the synchronous A3C. The ranks start from the same parameters and
+// apply the same averaged gradients, so they stay identical.
+//
+// A2C is this loop with one pass, one minibatch, no clipping and GAE(1) (n-step returns):
+// at the parameters that collected the rollout the ratio is 1 and the clipped surrogate's
+// gradient is the policy gradient's.
+#include <cmath>
+
+#include "distml/data/permutation.h"
+#include "distml/rl/algos/algorithm.h"
+#include "distml/rl/algos/common.h"
+#include "distml/rl/returns.h"
+#include "distml/rl/rollout.h"
+#include "distml/rl/run_monitor.h"
+
+namespace distml::rl {
+namespace {
+
+struct Batch {
+  torch::Tensor observations, actions, log_probs, values, advantages, returns;
+};
+
+// The rollout flattened to T*K samples, with its advantages and returns.
+Batch training_batch(const Rollout& r, ActorCriticImpl& net, double lambda) {
+  torch::NoGradGuard no_grad;
+  const auto steps = r.rewards.size(0), copies = r.rewards.size(1);
+  const auto bootstrap = net.forward(r.observations[steps]).value;
+  const Advantages a = gae(r.rewards, r.values, bootstrap, r.discounts, lambda);
+  const auto n = steps * copies;
+  return {r.observations.slice(0, 0, steps).reshape({n, -1}),
+          r.actions.reshape({n, -1}),
+          r.log_probs.reshape({n}),
+          r.values.reshape({n}),
+          a.advantages.reshape({n}),
+          a.returns.reshape({n})};
+}
+
+struct LossTerms {
+  torch::Tensor total;
+  double policy, value, entropy, clip_fraction;
+};
+
+LossTerms ppo_loss(ActorCriticImpl& net, const Batch& b, const torch::Tensor& idx,
+                   const AlgoConfig& algo) {
+  const auto out = net.forward(b.observations.index_select(0, idx));
+  const auto log_p = net.log_prob(out.policy, b.actions.index_select(0, idx));
+  const auto ratio = torch::exp(log_p - b.log_probs.index_select(0, idx));
+  auto adv = b.advantages.index_select(0, idx);
+  if (algo.normalize_advantages && adv.numel() > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
+  torch::Tensor policy_loss;
+  double clip_fraction = 0;
+  if (algo.clip > 0) {
+    const auto clipped = torch::clamp(ratio, 1 - algo.clip, 1 + algo.clip);
+    policy_loss = -torch::min(ratio * adv, clipped * adv).mean();
+    clip_fraction = ((ratio - 1).abs() > algo.clip).to(torch::kFloat).mean().item<double>();
+  } else {
+    policy_loss = -(ratio * adv).mean();
+  }
+  const auto returns = b.returns.index_select(0, idx);
+  const auto v = out.value;
+  torch::Tensor value_loss = (v - returns).pow(2);
+  if (algo.value_clip > 0) {
+    const auto old_v = b.values.index_select(0, idx);
+    const auto v_clipped = old_v + torch::clamp(v - old_v, -algo.value_clip, algo.value_clip);
+    value_loss = torch::max(value_loss, (v_clipped - returns).pow(2));
+  }
+  value_loss = 0.5 * value_loss.mean();
+  const auto entropy = net.entropy(out.policy).mean();
+  return {policy_loss + algo.value_coef * value_loss - algo.entropy * entropy,
+          policy_loss.item<double>(), value_loss.item<double>(), entropy.item<double>(),
+          clip_fraction};
+}
+
+}  // namespace
+
+RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
+                              const RunHooks& hooks) {
+  prepare_rank(config);
+  const AlgoConfig& algo = config.algo;
+  ActorCritic net = make_actor_critic(config);
+  auto optimizer = make_optimizer(config, *net);
+  LearnerCounters counters = resume_if_asked(config, *net, *optimizer);
+  VectorEnv envs = make_actor_envs(config, comm.rank());
+  ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()) +
+                        static_cast<std::uint64_t>(counters.update) * 104729);
+  const std::int64_t steps_per_update = algo.unroll * config.env.copies * comm.size();
+  const std::int64_t total_updates =
+      (config.run.env_steps + steps_per_update - 1) / steps_per_update;
+  const std::int64_t samples = algo.unroll * config.env.copies;
+  const std::int64_t minibatch = std::max<std::int64_t>(1, samples / algo.minibatches);
+  const bool lead = comm.rank() == 0;
+  RunMonitor monitor(config, hooks);
+  auto state = [&] { return save_learner_state(*net, *optimizer, counters); };
+
+  while (counters.update < total_updates) {
+    train::set_lr(*optimizer, annealed_lr(config, counters.update, total_updates));
+    const Rollout rollout = collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+    const Batch batch = training_batch(rollout, *net, algo.lambda);
+    LossTerms last{};
+    for (std::int64_t epoch = 0; epoch < algo.epochs; ++epoch) {
+      const auto order = data::shuffled_permutation(
+          static_cast<std::size_t>(samples), config.run.seed + comm.rank(),
+          static_cast<std::uint64_t>(counters.update * algo.epochs + epoch));
+      for (std::int64_t start = 0; start + minibatch <= samples; start += minibatch) {
+        std::vector<std::int64_t> picked(order.begin() + start, order.begin() + start + minibatch);
+        last = ppo_loss(*net, batch, torch::tensor(picked), algo);
+        optimizer->zero_grad();
+        last.total.backward();
+        average_gradients(*net, comm);
+        clip_gradients(*net, algo.max_grad_norm);
+        optimizer->step();
+      }
+    }
+    ++counters.update;
+    counters.env_steps += steps_per_update;
+    std::array<double, 2> episodes{rollout.finished_return_sum,
+                                   static_cast<double>(rollout.finished_episodes)};
+    comm.allreduce(comm::view(episodes));
+    std::array<std::int64_t, 1> stop{0};
+    if (lead) {
+      monitor.add_episodes(episodes[0], static_cast<std::int64_t>(episodes[1]));
+      stop[0] = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net), state,
+                                     {{"policy_loss", last.policy},
+                                      {"value_loss", last.value},
+                                      {"entropy", last.entropy},
+                                      {"clip_fraction", last.clip_fraction}});
+    }
+    comm.broadcast(comm::view(stop), 0);
+    if (stop[0]) break;
+  }
+  if (!lead) return {};
+  return monitor.finish(counters.update, counters.env_steps, greedy_policy(net), state);
+}
+
+}  // namespace distml::rl

@@ -1,0 +1,65 @@
+// K copies of one environment stepped together, as an actor runs them: every copy whose
+// episode ends is reset at once, so a step always returns one observation per copy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "distml/rl/envs/env.h"
+
+namespace distml::rl {
+
+class VectorEnv {
+ public:
+  /// `copies` environments called `name`. Copy c's e-th episode starts from a seed derived
+  /// from (seed, c, e) alone, so a run is reproducible and copies never share a start.
+  VectorEnv(std::string_view name, int copies, std::uint64_t seed);
+
+  int copies() const { return static_cast<int>(envs_.size()); }
+  const Space& observation_space() const { return envs_[0]->observation_space(); }
+  const Space& action_space() const { return envs_[0]->action_space(); }
+  int observation_size() const { return observation_space().size(); }
+
+  /// The current observation of every copy, row-major [copies x observation_size()].
+  const std::vector<float>& observations() const { return observations_; }
+
+  struct Step {
+    std::vector<float> rewards;            // [copies]
+    std::vector<std::uint8_t> terminated;  // [copies], 1 when the task ended
+    std::vector<std::uint8_t> truncated;   // [copies], 1 when the time limit cut it
+    /// [copies x observation_size()]: for a copy whose episode ended, the observation it ended
+    /// on (to bootstrap a truncated episode); otherwise the same as observations().
+    std::vector<float> final_observations;
+  };
+  /// Steps every copy; `actions` is row-major [copies x action_space().size()]. Copies whose
+  /// episode ended are reset, and observations() then holds their new first observation.
+  const Step& step(std::span<const float> actions);
+
+  /// Undiscounted returns and lengths of the episodes that ended since the last call.
+  struct Finished {
+    std::vector<double> returns;
+    std::vector<std::int64_t> lengths;
+  };
+  Finished take_finished();
+
+  /// Environment steps taken by all copies together.
+  std::int64_t steps() const { return steps_; }
+
+ private:
+  void reset_copy(int c);
+
+  std::vector<std::unique_ptr<Env>> envs_;
+  std::uint64_t seed_;
+  std::vector<std::uint64_t> episodes_;  // per copy: episodes started
+  std::vector<double> running_return_;
+  std::vector<std::int64_t> running_length_;
+  std::vector<float> observations_;
+  Step step_;
+  Finished finished_;
+  std::int64_t steps_ = 0;
+};
+
+}  // namespace distml::rl

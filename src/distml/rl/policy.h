@@ -1,0 +1,86 @@
+// The networks of the RL algorithms: an actor-critic (a categorical or diagonal-Gaussian policy
+// and a value head, as separate MLPs) and a dueling Q-network for Ape-X, with action sampling
+// from a seeded generator so that a run is reproducible on every engine.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "distml/data/permutation.h"
+#include "distml/rl/envs/env.h"
+
+namespace distml::rl {
+
+struct NetworkOptions {
+  std::vector<std::int64_t> hidden = {64, 64};
+  bool tanh = true;           // tanh between layers (else ReLU)
+  double init_log_std = 0.0;  // Gaussian policies: the starting log standard deviation
+};
+
+class ActorCriticImpl : public torch::nn::Module {
+ public:
+  ActorCriticImpl(const Space& observation, const Space& action, const NetworkOptions& options);
+
+  struct Output {
+    torch::Tensor policy;  // discrete: logits [N, n]; box: means [N, d]
+    torch::Tensor value;   // [N]
+  };
+  Output forward(const torch::Tensor& observations);
+  /// log pi(a|s) of actions [N, action size] under `policy` (from forward): [N].
+  torch::Tensor log_prob(const torch::Tensor& policy, const torch::Tensor& actions) const;
+  torch::Tensor entropy(const torch::Tensor& policy) const;  // [N]
+  bool discrete() const { return discrete_; }
+  /// Gaussian policies: the state-independent log standard deviation per dimension.
+  const torch::Tensor& log_std() const { return log_std_; }
+
+ private:
+  bool discrete_;
+  torch::nn::Sequential actor_{nullptr}, critic_{nullptr};
+  torch::Tensor log_std_;  // box only
+};
+TORCH_MODULE(ActorCritic);
+
+/// Dueling Q-network (Wang et al. 2016): Q = V + A - mean(A). Discrete actions only.
+class QNetworkImpl : public torch::nn::Module {
+ public:
+  QNetworkImpl(const Space& observation, const Space& action, const NetworkOptions& options);
+  torch::Tensor forward(const torch::Tensor& observations);  // [N, actions]
+
+ private:
+  torch::nn::Sequential body_{nullptr};
+  torch::nn::Linear value_{nullptr}, advantage_{nullptr};
+};
+TORCH_MODULE(QNetwork);
+
+/// Draws actions from policy outputs with its own generator (not torch's global one, which
+/// threads of the in-process engine would share).
+class ActionSampler {
+ public:
+  explicit ActionSampler(std::uint64_t seed) : rng_(seed) {}
+  /// One action per row of `policy`, row-major [N x action size].
+  std::vector<float> sample(const ActorCriticImpl& net, const torch::Tensor& policy);
+  /// The most likely action per row: argmax for discrete, the mean for box.
+  static std::vector<float> greedy(const ActorCriticImpl& net, const torch::Tensor& policy);
+  /// Epsilon-greedy over Q-values [N, actions].
+  std::vector<float> epsilon_greedy(const torch::Tensor& q, double epsilon);
+  double uniform();
+
+ private:
+  double normal();
+  data::SplitMix64 rng_;
+};
+
+/// Parameters (or their gradients) as one flat float vector, in module order.
+std::vector<float> flat_parameters(torch::nn::Module& module);
+void load_flat_parameters(torch::nn::Module& module, std::span<const float> flat);
+std::vector<float> flat_gradients(torch::nn::Module& module);
+void load_flat_gradients(torch::nn::Module& module, std::span<const float> flat);
+std::size_t parameter_count(torch::nn::Module& module);
+
+/// Rows of floats as a [rows, width] float tensor (copied).
+torch::Tensor as_tensor(std::span<const float> values, std::int64_t width);
+
+}  // namespace distml::rl

@@ -1,0 +1,125 @@
+#include "distml/rl/rl_config.h"
+
+#include "distml/core/config_schema.h"
+#include "distml/core/error.h"
+#include "distml/rl/envs/env.h"
+
+namespace distml::rl {
+namespace {
+
+using K = config::Keys<RlConfig>;
+using config::kAtLeastOne;
+using config::kClosedUnit;
+using config::kNonNegative;
+using config::kOpenUnit;
+using config::kPositive;
+
+const config::Range kAnyNumber{-config::kInf, config::kInf, true, true, "(any finite number)"};
+
+// run.target_return: giving it is what turns the target on.
+config::KeySpec<RlConfig> target_key() {
+  auto spec = K::float_key("run", "target_return", kAnyNumber, CONFIG_FIELD(run.target_return));
+  spec.assign = [assign = spec.assign](const toml::node& node, RlConfig& c) {
+    return assign(node, c) && (c.run.has_target = true);
+  };
+  return spec;
+}
+
+const config::Schema<RlConfig>& schema() {
+  static const config::Schema<RlConfig> s(
+      {
+          K::choice_key("env", "name", env_names(), CONFIG_FIELD(env.name)),
+          K::int_key("env", "copies", 1, CONFIG_FIELD(env.copies)),
+          K::int_list_key("network", "hidden", 1, 1, CONFIG_FIELD(network.hidden)),
+          K::bool_key("network", "tanh", CONFIG_FIELD(network.tanh)),
+          K::float_key("network", "init_log_std", kAnyNumber, CONFIG_FIELD(network.init_log_std)),
+          K::choice_key("optim", "name", {"sgd", "adam", "adamw"}, CONFIG_FIELD(optim.name)),
+          K::float_key("optim", "lr", kPositive, CONFIG_FIELD(optim.lr)),
+          K::float_key("optim", "momentum", kNonNegative, CONFIG_FIELD(optim.momentum)),
+          K::float_key("optim", "weight_decay", kNonNegative, CONFIG_FIELD(optim.weight_decay)),
+          K::float_key("optim", "beta1", config::kHalfOpenUnit, CONFIG_FIELD(optim.beta1)),
+          K::float_key("optim", "beta2", config::kHalfOpenUnit, CONFIG_FIELD(optim.beta2)),
+          K::float_key("optim", "eps", kPositive, CONFIG_FIELD(optim.eps)),
+          K::choice_key("algo", "name", {"ppo", "a2c", "a3c", "impala", "apex"},
+                        CONFIG_FIELD(algo.name)),
+          K::float_key("algo", "gamma", kClosedUnit, CONFIG_FIELD(algo.gamma)),
+          K::float_key("algo", "lambda", kClosedUnit, CONFIG_FIELD(algo.lambda)),
+          K::int_key("algo", "unroll", 1, CONFIG_FIELD(algo.unroll)),
+          K::int_key("algo", "epochs", 1, CONFIG_FIELD(algo.epochs)),
+          K::int_key("algo", "minibatches", 1, CONFIG_FIELD(algo.minibatches)),
+          K::float_key("algo", "clip", kNonNegative, CONFIG_FIELD(algo.clip)),
+          K::float_key("algo", "value_clip", kNonNegative, CONFIG_FIELD(algo.value_clip)),
+          K::float_key("algo", "entropy", kNonNegative, CONFIG_FIELD(algo.entropy)),
+          K::float_key("algo", "value_coef", kNonNegative, CONFIG_FIELD(algo.value_coef)),
+          K::float_key("algo", "max_grad_norm", kNonNegative, CONFIG_FIELD(algo.max_grad_norm)),
+          K::bool_key("algo", "normalize_advantages", CONFIG_FIELD(algo.normalize_advantages)),
+          K::bool_key("algo", "anneal_lr", CONFIG_FIELD(algo.anneal_lr)),
+          K::int_key("impala", "batch_unrolls", 1, CONFIG_FIELD(impala.batch_unrolls)),
+          K::float_key("impala", "clip_rho", kPositive, CONFIG_FIELD(impala.clip_rho)),
+          K::float_key("impala", "clip_c", kPositive, CONFIG_FIELD(impala.clip_c)),
+          K::float_key("impala", "clip_pg_rho", kPositive, CONFIG_FIELD(impala.clip_pg_rho)),
+          K::int_key("impala", "solo_unrolls", 0, CONFIG_FIELD(impala.solo_unrolls)),
+          K::int_key("apex", "n_step", 1, CONFIG_FIELD(apex.n_step)),
+          K::float_key("apex", "epsilon", kClosedUnit, CONFIG_FIELD(apex.epsilon)),
+          K::float_key("apex", "epsilon_alpha", kNonNegative, CONFIG_FIELD(apex.epsilon_alpha)),
+          K::int_key("apex", "capacity", 1, CONFIG_FIELD(apex.capacity)),
+          K::float_key("apex", "alpha", kNonNegative, CONFIG_FIELD(apex.alpha)),
+          K::float_key("apex", "beta", kClosedUnit, CONFIG_FIELD(apex.beta)),
+          K::int_key("apex", "batch_size", 1, CONFIG_FIELD(apex.batch_size)),
+          K::int_key("apex", "learning_starts", 1, CONFIG_FIELD(apex.learning_starts)),
+          K::int_key("apex", "target_update", 1, CONFIG_FIELD(apex.target_update)),
+          K::int_key("apex", "param_push", 1, CONFIG_FIELD(apex.param_push)),
+          K::int_key("apex", "actor_batch", 1, CONFIG_FIELD(apex.actor_batch)),
+          K::int_key("run", "env_steps", 1, CONFIG_FIELD(run.env_steps)),
+          K::int_key("run", "seed", 0, CONFIG_FIELD(run.seed)),
+          K::int_key("run", "threads", 1, CONFIG_FIELD(run.threads)),
+          K::int_key("run", "eval_episodes", 1, CONFIG_FIELD(run.eval_episodes)),
+          target_key(),
+          K::int_key("run", "eval_every", 0, CONFIG_FIELD(run.eval_every)),
+          K::int_key("run", "eval_episodes_during", 1, CONFIG_FIELD(run.eval_episodes_during)),
+          K::int_key("run", "log_every", 0, CONFIG_FIELD(run.log_every)),
+          K::string_key("run", "checkpoint_dir", CONFIG_FIELD(run.checkpoint_dir)),
+          K::int_key("run", "checkpoint_every", 0, CONFIG_FIELD(run.checkpoint_every)),
+          K::string_key("run", "resume", CONFIG_FIELD(run.resume)),
+          K::float_key("run", "timeout_s", kPositive, CONFIG_FIELD(run.timeout_s)),
+          K::float_key("run", "actor_timeout_s", kPositive, CONFIG_FIELD(run.actor_timeout_s)),
+          K::choice_key("run", "on_actor_loss", {"continue", "stop"},
+                        CONFIG_FIELD(run.on_actor_loss)),
+          K::int_key("run", "fault_actor", -1, CONFIG_FIELD(run.fault_actor)),
+          K::int_key("run", "fault_after", 0, CONFIG_FIELD(run.fault_after)),
+      },
+      "run.env_steps");
+  return s;
+}
+
+void check_consistency(const RlConfig& c) {
+  const std::string& algo = c.algo.name;
+  if (algo == "apex" && !make_env(c.env.name)->action_space().is_discrete())
+    throw ConfigError(cat(c.source, ": apex (DQN) needs discrete actions; env.name = '", c.env.name,
+                          "' has continuous ones (use ppo, a2c, a3c or impala)"));
+  if (c.algo.minibatches > c.algo.unroll * c.env.copies)
+    throw ConfigError(cat(c.source, ": algo.minibatches = ", c.algo.minibatches,
+                          " is more than the ", c.algo.unroll * c.env.copies,
+                          " samples of a rollout (algo.unroll x env.copies)"));
+  if (c.apex.learning_starts > c.apex.capacity)
+    throw ConfigError(cat(c.source, ": apex.learning_starts = ", c.apex.learning_starts,
+                          " can never be reached with apex.capacity = ", c.apex.capacity));
+  if (c.run.has_target && c.run.eval_every == 0)
+    throw ConfigError(cat(c.source,
+                          ": run.target_return needs run.eval_every > 0 (the run "
+                          "stops when an evaluation reaches the target)"));
+}
+
+}  // namespace
+
+RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides) {
+  const std::string text = path.empty() ? std::string() : config::read_config_text(path);
+  RlConfig c = config::parse_with(schema(), text, path.empty() ? "<defaults>" : path, overrides);
+  c.source = path.empty() ? "<defaults>" : path;
+  check_consistency(c);
+  return c;
+}
+
+std::string canonical_text(const RlConfig& config) { return schema().canonical_text(config); }
+
+}  // namespace distml::rl

@@ -1,0 +1,96 @@
+// The configuration of `distml rl`: a TOML file with sections [env] [network] [optim] [algo]
+// [impala] [apex] [run], plus `--set section.key=value` overrides. Every key has a default
+// here; examples/rl/<algo>_<env>.toml hold the tuned values per (algorithm, environment).
+// Unknown keys and bad values are ConfigErrors naming the file and the key.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "distml/rl/policy.h"
+#include "distml/train/optimizer_factory.h"
+
+namespace distml::rl {
+
+struct EnvConfig {
+  std::string name = "cartpole";
+  std::int64_t copies = 8;  // environment copies per actor (or per actor-learner)
+};
+
+struct AlgoConfig {
+  std::string name = "ppo";  // ppo | a2c | a3c | impala | apex
+  double gamma = 0.99;
+  double lambda = 0.95;              // GAE(lambda); a2c and a3c use 1 (n-step returns)
+  std::int64_t unroll = 128;         // steps per copy between updates (T)
+  std::int64_t epochs = 4;           // ppo: passes over each rollout
+  std::int64_t minibatches = 4;      // ppo: minibatches per pass
+  double clip = 0.2;                 // ppo: surrogate clip epsilon (0: no clipping)
+  double value_clip = 0;             // ppo: clip value updates to this range (0: off)
+  double entropy = 0.0;              // entropy bonus coefficient
+  double value_coef = 0.5;           // value loss coefficient
+  double max_grad_norm = 0.5;        // 0: no clipping
+  bool normalize_advantages = true;  // ppo: per minibatch
+  bool anneal_lr = false;            // linearly to 0 over the run
+};
+
+struct ImpalaConfig {
+  std::int64_t batch_unrolls = 4;  // unrolls per learner batch
+  double clip_rho = 1.0;           // rho-bar
+  double clip_c = 1.0;             // c-bar
+  double clip_pg_rho = 1.0;        // rho-bar of the policy gradient
+  std::int64_t solo_unrolls = 0;   // unrolls each actor runs with the learner idle, first
+                                   // (the decoupling measurement)
+};
+
+struct ApexConfig {
+  std::int64_t n_step = 3;
+  double epsilon = 0.4;  // actor i explores with epsilon^(1 + epsilon_alpha * i / (N - 1))
+  double epsilon_alpha = 7;
+  std::int64_t capacity = 100000;  // replay transitions
+  double alpha = 0.6;              // priority exponent
+  double beta = 0.4;               // importance-sampling exponent, annealed to 1
+  std::int64_t batch_size = 64;
+  std::int64_t learning_starts = 2000;  // transitions in replay before the learner starts
+  std::int64_t target_update = 500;     // learner steps between target-network copies
+  std::int64_t param_push = 50;         // learner steps between parameter broadcasts
+  std::int64_t actor_batch = 64;        // transitions an actor sends at once
+};
+
+struct RunConfig {
+  std::int64_t env_steps = 100000;  // environment steps of all actors together
+  std::uint64_t seed = 1;
+  std::int64_t threads = 1;          // intra-op threads per rank
+  std::int64_t eval_episodes = 100;  // at the end, with the greedy policy
+  double target_return = 0;          // with eval_every: stop once evaluation reaches it
+  bool has_target = false;           // set when target_return is given
+  std::int64_t eval_every = 0;       // updates between evaluations during the run (0: none)
+  std::int64_t eval_episodes_during = 20;
+  std::int64_t log_every = 10;             // updates between progress lines
+  std::string checkpoint_dir;              // empty: no checkpoints
+  std::string resume;                      // a checkpoint directory to continue from
+  std::int64_t checkpoint_every = 0;       // updates between checkpoints (0: only at the end)
+  double timeout_s = 120;                  // deadline of every blocking operation
+  double actor_timeout_s = 60;             // an actor silent this long is reported lost
+  std::string on_actor_loss = "continue";  // continue | stop
+  std::int64_t fault_actor = -1;           // tests: this actor rank stops after fault_after
+  std::int64_t fault_after = 0;            // ... messages, without saying goodbye
+};
+
+struct RlConfig {
+  std::string source = "<defaults>";
+  EnvConfig env;
+  NetworkOptions network;
+  train::OptimizerOptions optim{.name = "adam", .lr = 3e-4, .eps = 1e-5};
+  AlgoConfig algo;
+  ImpalaConfig impala;
+  ApexConfig apex;
+  RunConfig run;
+};
+
+/// Reads `path` (empty: defaults only), applies the overrides, checks the rules between keys.
+RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides);
+/// Every key as "section.key = value" lines in canonical order (hashed to compare ranks).
+std::string canonical_text(const RlConfig& config);
+
+}  // namespace distml::rl

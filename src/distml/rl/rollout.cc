@@ -1,0 +1,111 @@
+#include "distml/rl/rollout.h"
+
+#include "distml/core/error.h"
+
+namespace distml::rl {
+
+Rollout collect_rollout(ActorCriticImpl& net, VectorEnv& envs, ActionSampler& sampler,
+                        std::int64_t steps, double gamma) {
+  torch::NoGradGuard no_grad;
+  const std::int64_t k = envs.copies(), obs = envs.observation_size();
+  const std::int64_t act = envs.action_space().size();
+  std::vector<torch::Tensor> observations, actions, log_probs, values;
+  std::vector<float> rewards, discounts;  // [T x K]
+  for (std::int64_t t = 0; t < steps; ++t) {
+    const auto o = as_tensor(envs.observations(), obs);
+    const auto out = net.forward(o);
+    const std::vector<float> a = sampler.sample(net, out.policy);
+    const auto a_tensor = as_tensor(a, act);
+    observations.push_back(o);
+    actions.push_back(a_tensor);
+    log_probs.push_back(net.log_prob(out.policy, a_tensor));
+    values.push_back(out.value);
+    const VectorEnv::Step& s = envs.step(a);
+    for (std::int64_t c = 0; c < k; ++c) {
+      double reward = s.rewards[c];
+      const bool ended = s.terminated[c] || s.truncated[c];
+      if (s.truncated[c] && !s.terminated[c]) {
+        const std::span<const float> last(s.final_observations.data() + c * obs, obs);
+        reward += gamma * net.forward(as_tensor(last, obs)).value.item<float>();
+      }
+      rewards.push_back(static_cast<float>(reward));
+      discounts.push_back(ended ? 0.0f : static_cast<float>(gamma));
+    }
+  }
+  observations.push_back(as_tensor(envs.observations(), obs));
+  Rollout r{torch::stack(observations), torch::stack(actions), torch::stack(log_probs),
+            torch::stack(values),       as_tensor(rewards, k), as_tensor(discounts, k)};
+  const VectorEnv::Finished finished = envs.take_finished();
+  for (double ret : finished.returns) r.finished_return_sum += ret;
+  r.finished_episodes = static_cast<std::int64_t>(finished.returns.size());
+  return r;
+}
+
+std::size_t RolloutShape::floats() const {
+  const auto t = static_cast<std::size_t>(steps), k = static_cast<std::size_t>(copies);
+  return (t + 1) * k * observation_size + t * k * (action_size + 4) + 2;
+}
+
+RolloutShape shape_of(const VectorEnv& envs, std::int64_t steps) {
+  return {steps, envs.copies(), envs.observation_size(), envs.action_space().size()};
+}
+
+namespace {
+
+// The tensors of a rollout in message order.
+std::vector<torch::Tensor*> fields(Rollout& r) {
+  return {&r.observations, &r.actions, &r.log_probs, &r.values, &r.rewards, &r.discounts};
+}
+
+}  // namespace
+
+std::vector<float> pack(const Rollout& rollout) {
+  Rollout r = rollout;
+  std::vector<float> out;
+  for (torch::Tensor* t : fields(r)) {
+    const auto c = t->contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  out.push_back(static_cast<float>(r.finished_return_sum));
+  out.push_back(static_cast<float>(r.finished_episodes));
+  return out;
+}
+
+Rollout unpack(std::span<const float> flat, const RolloutShape& s) {
+  DML_CHECK_EQ(flat.size(), s.floats(), "unroll size");
+  Rollout r;
+  const std::vector<std::vector<std::int64_t>> shapes = {
+      {s.steps + 1, s.copies, s.observation_size},
+      {s.steps, s.copies, s.action_size},
+      {s.steps, s.copies},
+      {s.steps, s.copies},
+      {s.steps, s.copies},
+      {s.steps, s.copies}};
+  std::size_t at = 0;
+  auto targets = fields(r);
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    auto t = torch::from_blob(const_cast<float*>(flat.data() + at), shapes[i], torch::kFloat);
+    *targets[i] = t.clone();
+    at += static_cast<std::size_t>(t.numel());
+  }
+  r.finished_return_sum = flat[at];
+  r.finished_episodes = static_cast<std::int64_t>(flat[at + 1]);
+  return r;
+}
+
+Rollout concatenate(const std::vector<Rollout>& rollouts) {
+  DML_CHECK(!rollouts.empty(), "no rollouts to concatenate");
+  Rollout out;
+  for (std::size_t f = 0; f < 6; ++f) {
+    std::vector<torch::Tensor> parts;
+    for (const Rollout& r : rollouts) parts.push_back(*fields(const_cast<Rollout&>(r))[f]);
+    *fields(out)[f] = torch::cat(parts, 1);
+  }
+  for (const Rollout& r : rollouts) {
+    out.finished_return_sum += r.finished_return_sum;
+    out.finished_episodes += r.finished_episodes;
+  }
+  return out;
+}
+
+}  // namespace distml::rl

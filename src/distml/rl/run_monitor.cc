@@ -1,0 +1,98 @@
+#include "distml/rl/run_monitor.h"
+
+#include <cmath>
+#include <limits>
+
+#include "distml/train/checkpoint_file.h"
+
+namespace distml::rl {
+
+std::string checkpoint_path(const std::string& dir) { return dir + "/rl_checkpoint.bin"; }
+
+RunMonitor::RunMonitor(const RlConfig& config, const RunHooks& hooks)
+    : config_(config), hooks_(hooks) {}
+
+void RunMonitor::add_episodes(double return_sum, std::int64_t count) {
+  if (count <= 0) return;
+  recent_.emplace_back(return_sum, count);
+  recent_sum_ += return_sum;
+  recent_count_ += count;
+  while (recent_count_ - recent_.front().second >= 100) {
+    recent_sum_ -= recent_.front().first;
+    recent_count_ -= recent_.front().second;
+    recent_.pop_front();
+  }
+}
+
+double RunMonitor::recent_return() const {
+  return recent_count_ ? recent_sum_ / static_cast<double>(recent_count_)
+                       : std::numeric_limits<double>::quiet_NaN();
+}
+
+namespace {
+nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; }
+}  // namespace
+
+bool RunMonitor::after_update(std::int64_t update, std::int64_t env_steps, const Policy& greedy,
+                              const std::function<std::string()>& state, nlohmann::json fields) {
+  const RunConfig& run = config_.run;
+  hooks_.progress(env_steps, run.env_steps);
+  if (run.log_every > 0 && update % run.log_every == 0) {
+    nlohmann::json e = {{"event", "update"},
+                        {"update", update},
+                        {"env_steps", env_steps},
+                        {"train_return", number_or_null(recent_return())},
+                        {"env_steps_per_sec", env_steps / std::max(elapsed_s(), 1e-9)},
+                        {"elapsed_s", elapsed_s()}};
+    if (fields.is_object()) e.update(fields);
+    hooks_.event(e);
+  }
+  if (!solved_ && run.eval_every > 0 && update % run.eval_every == 0) {
+    const Evaluation ev = evaluate(config_.env.name, run.eval_episodes_during,
+                                   run.seed + 1000 * ++eval_round_, greedy);
+    hooks_.event({{"event", "eval"},
+                  {"update", update},
+                  {"env_steps", env_steps},
+                  {"eval_mean_return", ev.mean_return},
+                  {"eval_episodes", ev.episodes},
+                  {"elapsed_s", elapsed_s()}});
+    if (run.has_target && ev.mean_return >= run.target_return) {
+      solved_ = true;
+      solved_env_steps_ = env_steps;
+      solved_s_ = elapsed_s();
+    }
+  }
+  if (!run.checkpoint_dir.empty() && run.checkpoint_every > 0 && update % run.checkpoint_every == 0)
+    checkpoint(update, state());
+  return solved_;
+}
+
+void RunMonitor::checkpoint(std::int64_t update, const std::string& payload) {
+  const std::string path = checkpoint_path(config_.run.checkpoint_dir);
+  train::write_checked_file(path, payload);
+  hooks_.event({{"event", "checkpoint"}, {"update", update}, {"path", path}});
+}
+
+RunResult RunMonitor::finish(std::int64_t update, std::int64_t env_steps, const Policy& greedy,
+                             const std::function<std::string()>& state) {
+  const double train_s = elapsed_s();
+  RunResult r;
+  if (!config_.run.checkpoint_dir.empty()) checkpoint(update, state());
+  const Evaluation ev =
+      evaluate(config_.env.name, config_.run.eval_episodes, config_.run.seed, greedy);
+  r.eval_mean_return = ev.mean_return;
+  r.eval_episodes = ev.episodes;
+  r.env_steps = env_steps;
+  r.env_steps_per_sec = env_steps / std::max(train_s, 1e-9);
+  r.report["updates"] = update;
+  r.report["train_s"] = train_s;
+  r.report["train_return"] = number_or_null(recent_return());
+  if (config_.run.has_target) {
+    r.report["target_return"] = config_.run.target_return;
+    r.report["solved_at_env_steps"] = solved_ ? nlohmann::json(solved_env_steps_) : nullptr;
+    r.report["solved_at_s"] = solved_ ? nlohmann::json(solved_s_) : nullptr;
+  }
+  return r;
+}
+
+}  // namespace distml::rl
