@@ -92,6 +92,13 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
     hooks.progress = [&](std::int64_t done, std::int64_t total) {
       reporter->progress(done, total);
     };
+  } else {  // the replay of apex watches actors too: its losses go to stderr
+    hooks.event = [rank = comm.rank()](const nlohmann::json& e) {
+      if (e["event"] == "actor_lost")
+        std::fprintf(stderr, "distml rl: rank %d: actor rank %d lost (%s); %s\n", rank,
+                     e["rank"].get<int>(), e["reason"].get<std::string>().c_str(),
+                     e["action"].get<std::string>().c_str());
+    };
   }
   const rl::RunResult r = rl::run_algorithm(config, comm, hooks);
   if (comm.rank() != 0) return;

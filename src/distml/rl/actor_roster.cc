@@ -49,7 +49,7 @@ void ActorRoster::lose(int rank, const std::string& why) {
   if (stop)
     throw CommError(cat("actor rank ", rank, " is lost: it ", why,
                         "; stopping because run.on_actor_loss = \"stop\""));
-  if (members_.empty())
+  if (members_.empty() && finished_ == 0)
     throw CommError(cat("actor rank ", rank, " is lost: it ", why, "; no actor is left"));
 }
 

@@ -30,10 +30,10 @@ class ActorRoster {
   std::vector<int> live() const;
   std::vector<int> lost() const { return lost_; }
   bool is_live(int rank) const { return members_.count(rank) > 0; }
-  /// Takes `rank` out (it said goodbye, or it failed): no more polling of it.
-  void remove(int rank) { members_.erase(rank); }
-  /// Reports `rank` lost because of `why`; throws under on_actor_loss = "stop" or when no
-  /// actor is left.
+  /// Takes `rank` out once it said goodbye (the run is ending): no more polling of it.
+  void remove(int rank) { finished_ += members_.erase(rank); }
+  /// Reports `rank` lost because of `why`; throws under on_actor_loss = "stop", or when no
+  /// actor is left while the run still needs them (none has said goodbye yet).
   void lose(int rank, const std::string& why);
 
  private:
@@ -45,6 +45,7 @@ class ActorRoster {
   const RunHooks& hooks_;
   std::map<int, Member> members_;
   std::vector<int> lost_;
+  std::size_t finished_ = 0;  // actors that said goodbye
 };
 
 }  // namespace distml::rl

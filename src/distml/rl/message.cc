@@ -4,6 +4,7 @@
 #include <chrono>
 #include <thread>
 
+#include "distml/core/clock.h"
 #include "distml/core/error.h"
 
 namespace distml::rl {
@@ -111,9 +112,13 @@ Message MessageListener::take() {
   return m;
 }
 
-void wait_serving(PendingSend& send, MessageListener& listener,
-                  const std::function<void(Message)>& on_message) {
+void wait_serving(PendingSend& send, int dst, MessageListener& listener,
+                  const std::function<void(Message)>& on_message, comm::Millis timeout) {
+  const auto deadline = Clock::now() + timeout;
   while (!send.done()) {
+    if (Clock::now() > deadline)
+      throw TimeoutError(
+          cat("rank ", dst, " did not take a message within ", timeout.count() / 1000.0, " s"));
     if (listener.ready())
       on_message(listener.take());
     else

@@ -84,10 +84,11 @@ class MessageListener {
   comm::Work pending_;
 };
 
-/// Waits for `send` to be delivered while handing each message of `listener` to `on_message`,
-/// so that two ranks sending large messages to each other never wait for each other.
-void wait_serving(PendingSend& send, MessageListener& listener,
-                  const std::function<void(Message)>& on_message);
+/// Waits for `send` to rank `dst` to be delivered while handing each message of `listener` to
+/// `on_message`, so that two ranks sending large messages to each other never wait for each
+/// other. TimeoutError naming `dst` when it is not delivered within `timeout`.
+void wait_serving(PendingSend& send, int dst, MessageListener& listener,
+                  const std::function<void(Message)>& on_message, comm::Millis timeout);
 
 /// A SizeCheck accepting `kind` with exactly `floats` payload floats and `stop` with none.
 SizeCheck exact_size(MessageKind kind, std::uint64_t floats);

@@ -58,6 +58,7 @@ const config::Schema<RlConfig>& schema() {
           K::float_key("impala", "clip_rho", kPositive, CONFIG_FIELD(impala.clip_rho)),
           K::float_key("impala", "clip_c", kPositive, CONFIG_FIELD(impala.clip_c)),
           K::float_key("impala", "clip_pg_rho", kPositive, CONFIG_FIELD(impala.clip_pg_rho)),
+          K::int_key("impala", "max_unrolls_ahead", 1, CONFIG_FIELD(impala.max_unrolls_ahead)),
           K::int_key("impala", "solo_unrolls", 0, CONFIG_FIELD(impala.solo_unrolls)),
           K::int_key("apex", "n_step", 1, CONFIG_FIELD(apex.n_step)),
           K::float_key("apex", "epsilon", kClosedUnit, CONFIG_FIELD(apex.epsilon)),
@@ -101,6 +102,10 @@ void check_consistency(const RlConfig& c) {
     throw ConfigError(cat(c.source, ": algo.minibatches = ", c.algo.minibatches,
                           " is more than the ", c.algo.unroll * c.env.copies,
                           " samples of a rollout (algo.unroll x env.copies)"));
+  if (algo == "impala" && c.impala.max_unrolls_ahead < c.impala.batch_unrolls)
+    throw ConfigError(cat(c.source, ": impala.max_unrolls_ahead = ", c.impala.max_unrolls_ahead,
+                          " is less than impala.batch_unrolls = ", c.impala.batch_unrolls,
+                          ": one actor could never fill a batch"));
   if (c.apex.learning_starts > c.apex.capacity)
     throw ConfigError(cat(c.source, ": apex.learning_starts = ", c.apex.learning_starts,
                           " can never be reached with apex.capacity = ", c.apex.capacity));

@@ -35,12 +35,13 @@ struct AlgoConfig {
 };
 
 struct ImpalaConfig {
-  std::int64_t batch_unrolls = 4;  // unrolls per learner batch
-  double clip_rho = 1.0;           // rho-bar
-  double clip_c = 1.0;             // c-bar
-  double clip_pg_rho = 1.0;        // rho-bar of the policy gradient
-  std::int64_t solo_unrolls = 0;   // unrolls each actor runs with the learner idle, first
-                                   // (the decoupling measurement)
+  std::int64_t batch_unrolls = 4;      // unrolls per learner batch
+  double clip_rho = 1.0;               // rho-bar
+  double clip_c = 1.0;                 // c-bar
+  double clip_pg_rho = 1.0;            // rho-bar of the policy gradient
+  std::int64_t max_unrolls_ahead = 8;  // unrolls an actor may send before the learner uses them
+  std::int64_t solo_unrolls = 0;       // unrolls each actor runs with the learner idle, first
+                                       // (the decoupling measurement)
 };
 
 struct ApexConfig {

@@ -39,6 +39,8 @@ Roles roles_of(int world) {
 
 QNetwork make_q_network(const RlConfig& config) {
   auto env = make_env(config.env.name);
+  std::lock_guard lock(initialisation_mutex());
+  torch::manual_seed(config.run.seed);
   return QNetwork(env->observation_space(), env->action_space(), config.network);
 }
 
@@ -123,7 +125,8 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
     for (double r : finished.returns) return_sum += r;
     payload.push_back(static_cast<float>(return_sum));
     payload.push_back(static_cast<float>(finished.returns.size()));
-    if (in_flight) wait_serving(*in_flight, from_learner, on_message);
+    if (in_flight)
+      wait_serving(*in_flight, replay, from_learner, on_message, comm.options().timeout);
     in_flight.emplace(comm, replay, Channel::to_replay,
                       Message{MessageKind::transitions, 0, static_cast<std::uint64_t>(steps_unsent),
                               std::move(payload)});
@@ -168,6 +171,7 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
   double episode_sum = 0, episodes = 0;
   std::vector<double> requests;  // beta of each unanswered request
   bool learner_done = false;
+  auto learner_heard = Clock::now();
   Transition t;
   auto on_actor = [&](int rank, Message m) {
     if (m.kind == MessageKind::stop) {
@@ -185,7 +189,13 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
   };
   while (!(learner_done && requests.empty() && roster.live().empty())) {
     int handled = roster.poll(on_actor);
+    if (!learner_done && seconds_since(learner_heard) > config.run.timeout_s)
+      throw TimeoutError(cat("the replay (rank ", comm.rank(),
+                             ") heard nothing from the learner "
+                             "(rank 0) for ",
+                             config.run.timeout_s, " s"));
     while (!learner_done && from_learner.ready()) {
+      learner_heard = Clock::now();
       ++handled;
       Message m = from_learner.take();
       if (m.kind == MessageKind::sample_request) {

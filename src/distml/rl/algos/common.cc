@@ -1,5 +1,7 @@
 #include "distml/rl/algos/common.h"
 
+#include <mutex>
+
 #include "distml/rl/run_monitor.h"
 #include "distml/train/checkpoint_file.h"
 #include "distml/train/optimizer_factory.h"
@@ -7,7 +9,6 @@
 namespace distml::rl {
 
 void prepare_rank(const RlConfig& config) {
-  torch::manual_seed(config.run.seed);
   torch::set_num_threads(static_cast<int>(config.run.threads));
 }
 
@@ -16,8 +17,15 @@ VectorEnv make_actor_envs(const RlConfig& config, int actor) {
                    config.run.seed * 1000003ULL + static_cast<std::uint64_t>(actor));
 }
 
+std::mutex& initialisation_mutex() {
+  static std::mutex m;
+  return m;
+}
+
 ActorCritic make_actor_critic(const RlConfig& config) {
   auto env = make_env(config.env.name);
+  std::lock_guard lock(initialisation_mutex());
+  torch::manual_seed(config.run.seed);
   return ActorCritic(env->observation_space(), env->action_space(), config.network);
 }
 

@@ -2,8 +2,9 @@
 //
 //  1. An actor runs its K copies for T steps with the parameters it has (the behaviour
 //     policy), sends the unroll (with the parameters' version) and starts the next unroll at
-//     once: at most one unroll is in flight, and the actor only waits if that one is still
-//     undelivered when the next is ready.
+//     once. It waits only when impala.max_unrolls_ahead of its unrolls are sent but not yet
+//     trained on (the learner's queue is bounded, as in the paper); each parameters message
+//     says how many of the actor's unrolls the learner has consumed.
 //  2. Before each unroll the actor takes whatever parameters have arrived (never waits).
 //  3. The learner queues unrolls as they arrive, trains on batches of impala.batch_unrolls with
 //     V-trace targets and policy gradient, and sends the new parameters to every actor whose
@@ -53,7 +54,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
   const double solo_rate =
       solo_s > 0 ? config.impala.solo_unrolls * algo.unroll * config.env.copies / solo_s : 0;
 
-  std::uint64_t version = 0;
+  std::uint64_t version = 0, consumed = 0;
   bool stop = false;
   auto on_message = [&](Message m) {
     if (m.kind == MessageKind::stop) {
@@ -62,6 +63,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
     }
     load_flat_parameters(*net, m.payload);
     version = m.version;
+    consumed = m.extra;
   };
   std::optional<PendingSend> in_flight;
   std::int64_t sent = 0, steps = 0;
@@ -73,7 +75,19 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
       return;  // fault injection: vanish without a goodbye
     Rollout r = collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
     steps += algo.unroll * config.env.copies;
-    if (in_flight) wait_serving(*in_flight, from_learner, on_message);
+    if (in_flight) wait_serving(*in_flight, 0, from_learner, on_message, comm.options().timeout);
+    const auto waiting_since = Clock::now();
+    while (!stop && sent - static_cast<std::int64_t>(consumed) >= config.impala.max_unrolls_ahead) {
+      if (seconds_since(waiting_since) > config.run.timeout_s)
+        throw TimeoutError(cat("actor rank ", comm.rank(),
+                               ": the learner (rank 0) used none of its ", sent - consumed,
+                               " queued unrolls for ", config.run.timeout_s, " s"));
+      if (from_learner.ready())
+        on_message(from_learner.take());
+      else
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+    if (stop) break;
     in_flight.emplace(
         comm, 0, Channel::to_learner,
         Message{MessageKind::unroll, version,
@@ -93,6 +107,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
 struct Unroll {
   Rollout rollout;
   std::uint64_t version;
+  int actor;
 };
 
 struct VTraceLoss {
@@ -133,17 +148,27 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   ActorRoster roster(comm, actors, Channel::to_learner, unroll_or_stop(shape.floats()), config,
                      hooks);
   std::map<int, PendingSend> param_sends;
+  std::map<int, std::uint64_t> consumed, consumed_told;  // per actor: unrolls trained on
+  // Sends the parameters to every actor whose previous copy has been delivered, when they are
+  // newer or it has credit to learn about.
+  std::int64_t sent_version = -1;
   auto push_parameters = [&] {
-    const std::vector<float> flat = flat_parameters(*net);
+    std::vector<float> flat;
     for (int r : roster.live()) {
       auto it = param_sends.find(r);
       if (it != param_sends.end() && !it->second.done()) continue;  // the actor is behind
+      if (it != param_sends.end() && sent_version == counters.update &&
+          consumed_told[r] == consumed[r])
+        continue;  // it knows everything already
+      if (flat.empty()) flat = flat_parameters(*net);
       param_sends.erase(r);
       param_sends.emplace(
           r, PendingSend(comm, r, Channel::from_learner,
                          Message{MessageKind::parameters,
-                                 static_cast<std::uint64_t>(counters.update), 0, flat}));
+                                 static_cast<std::uint64_t>(counters.update), consumed[r], flat}));
+      consumed_told[r] = consumed[r];
     }
+    if (!flat.empty()) sent_version = counters.update;
   };
   if (!config.run.resume.empty()) push_parameters();
 
@@ -158,7 +183,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
       return;
     }
     counters.env_steps += static_cast<std::int64_t>(m.extra);
-    queue.push_back({unpack(m.payload, shape), m.version});
+    queue.push_back({unpack(m.payload, shape), m.version, rank});
   };
   double lag_sum = 0;
   std::int64_t lag_max = 0, lag_count = 0;
@@ -166,6 +191,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   bool solved = false;
   while (counters.env_steps < config.run.env_steps && !solved) {
     if (roster.poll(on_message) == 0 && static_cast<std::int64_t>(queue.size()) < batch) {
+      push_parameters();  // credit that could not be told before
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
@@ -178,6 +204,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
       ++lag_count;
       monitor.add_episodes(queue.front().rollout.finished_return_sum,
                            queue.front().rollout.finished_episodes);
+      ++consumed[queue.front().actor];
       parts.push_back(std::move(queue.front().rollout));
       queue.pop_front();
     }
