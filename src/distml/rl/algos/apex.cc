@@ -25,6 +25,9 @@
 namespace distml::rl {
 namespace {
 
+// The replay's goodbye: transitions inserted, sampled, seconds running, seconds in the buffer.
+constexpr std::uint64_t kReplayStatsFloats = 4;
+
 struct Roles {
   int replay;
   std::vector<int> actors;
@@ -173,6 +176,9 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
   bool learner_done = false;
   auto learner_heard = Clock::now();
   Transition t;
+  // Replay work, for its throughput: transitions inserted and sampled, time inside the buffer.
+  double inserted = 0, sampled = 0, busy_s = 0;
+  const auto started = Clock::now();
   auto on_actor = [&](int rank, Message m) {
     if (m.kind == MessageKind::stop) {
       roster.remove(rank);
@@ -180,10 +186,13 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
     }
     env_steps += static_cast<std::int64_t>(m.extra);
     const std::size_t n = (m.payload.size() - apex::kEpisodeFloats) / s.transition;
+    const auto since = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
       const float p = apex::get_transition(m.payload, i, s.obs, s.act, t);
       replay.add(t, p);
     }
+    busy_s += seconds_since(since);
+    inserted += static_cast<double>(n);
     episode_sum += m.payload[m.payload.size() - 2];
     episodes += m.payload.back();
   };
@@ -207,13 +216,18 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
           indices.push_back(apex::get_index(&m.payload[3 * i]));
           priorities.push_back(m.payload[3 * i + 2]);
         }
+        const auto since = Clock::now();
         replay.update_priorities(indices, priorities);
+        busy_s += seconds_since(since);
       } else {
         learner_done = true;
       }
     }
     if (!requests.empty() && replay.size() >= static_cast<std::size_t>(c.learning_starts)) {
+      const auto since = Clock::now();
       const auto batch = replay.sample(static_cast<std::size_t>(c.batch_size), requests.front());
+      busy_s += seconds_since(since);
+      sampled += static_cast<double>(c.batch_size);
       requests.erase(requests.begin());
       send_message(
           comm, 0, Channel::from_replay,
@@ -224,6 +238,10 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
     }
     if (handled == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
+  send_message(comm, 0, Channel::from_replay,
+               Message{MessageKind::stop, 0, 0,
+                       {static_cast<float>(inserted), static_cast<float>(sampled),
+                        static_cast<float>(seconds_since(started)), static_cast<float>(busy_s)}});
 }
 
 // ---- Learner -------------------------------------------------------------------------------
@@ -245,9 +263,12 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   LearnerCounters counters = resume_if_asked(config, *online, *optimizer);
   load_flat_parameters(*target, flat_parameters(*online));
   const auto batch = static_cast<std::size_t>(c.batch_size);
+  const std::uint64_t sample_floats = batch * s.sample + apex::kEpisodeFloats;
   MessageListener from_replay(
-      comm, roles.replay, Channel::from_replay,
-      exact_size(MessageKind::sample, batch * s.sample + apex::kEpisodeFloats));
+      comm, roles.replay, Channel::from_replay, [&](MessageKind kind, std::uint64_t floats) {
+        if (kind == MessageKind::stop && floats == kReplayStatsFloats) return;
+        exact_size(MessageKind::sample, sample_floats)(kind, floats);
+      });
   std::map<int, PendingSend> param_sends;
   auto push_parameters = [&] {
     const std::vector<float> flat = flat_parameters(*online);
@@ -345,10 +366,17 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
         std::this_thread::sleep_for(std::chrono::microseconds(200));
     send_message(comm, r, Channel::from_learner, Message{MessageKind::stop});
   }
+  const Message stats = from_replay.take();  // the replay's goodbye, after its actors' ones
   RunResult result =
       monitor.finish(counters.update, counters.env_steps, greedy_q_policy(online), state);
   result.report["actors"] = roles.actors.size();
   result.report["replay_size"] = replay_size;
+  const double ops = stats.payload[0] + stats.payload[1];
+  result.report["replay_inserted"] = stats.payload[0];
+  result.report["replay_sampled"] = stats.payload[1];
+  result.report["replay_ops_per_sec"] = ops / std::max(stats.payload[2], 1e-9f);
+  result.report["replay_busy_fraction"] = stats.payload[3] / std::max(stats.payload[2], 1e-9f);
+  result.report["replay_capacity_ops_per_sec"] = ops / std::max(stats.payload[3], 1e-9f);
   return result;
 }
 
