@@ -23,12 +23,13 @@ test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
 
 # Collectives against raw MPI, training speed against PyTorch DDP, accuracy targets, classical
-# ML against scikit-learn, the strategy comparison (~1.5 h).
+# ML against scikit-learn, the strategy comparison, the deep RL targets (~2 h).
 bench: build data
 	bash bench/collectives.sh
 	bash bench/train_speed.sh
 	bash bench/train_accuracy.sh
 	bash bench/strategies.sh
+	bash bench/rl.sh
 	/usr/bin/python3 bench/ml_speed.py
 
 data: setup

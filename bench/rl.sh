@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The deep RL targets of docs/benchmarks.md: each (algorithm, environment) pair with its tuned
+# defaults (examples/rl/) at --np 2 over several seeds; the IMPALA decoupling run (each actor
+# first runs alone, then with the learner training, in the same run); the Ape-X replay's
+# throughput inside a run and as a micro-benchmark; a Humanoid run with its return curve.
+# Every run's event lines go to bench/results/rl/<case>.jsonl; then a table.
+# Knobs: CASES (names below, default all), SEEDS ("1 2 3"), BUILD (build), RUN_TIMEOUT (900 s),
+# OUT_DIR (bench/results/rl).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${BUILD:-build}
+distml=$build/distml
+seeds=${SEEDS:-1 2 3}
+run_timeout=${RUN_TIMEOUT:-900}
+dir=${OUT_DIR:-bench/results/rl}
+mkdir -p "$dir"
+
+# name | arguments after `distml rl` (seeded cases get --set run.seed=S and a _sS suffix)
+seeded=(
+  "ppo_cartpole|ppo --env cartpole"
+  "a2c_cartpole|a2c --env cartpole"
+  "impala_cartpole|impala --env cartpole"
+  "apex_cartpole|apex --env cartpole"
+  "a3c_cartpole|a3c --env cartpole"
+  "ppo_acrobot|ppo --env acrobot"
+  "ppo_pendulum|ppo --env pendulum"
+)
+single=(
+  "impala_decoupling|impala --env cartpole --set impala.solo_unrolls=400 --set run.target_return=1000000 --set run.eval_every=1000000"
+  "apex_replay|apex --env cartpole --set run.env_steps=300000 --set run.eval_episodes=10"
+  "ppo_humanoid|ppo --env humanoid"
+)
+
+run_case() {  # run_case NAME ARGS...
+  local name=$1
+  shift
+  [[ -z ${CASES:-} || " $CASES " == *" ${name%_s[0-9]*} "* ]] || return 0
+  local cmd="$distml rl $* --np 2 --json"
+  echo "bench: $name: $cmd" >&2
+  # shellcheck disable=SC2086  # a word list on purpose
+  if ! timeout "$run_timeout" $cmd >"$dir/$name.jsonl.tmp"; then
+    echo "bench: $name failed; last lines:" >&2
+    tail -n 5 "$dir/$name.jsonl.tmp" >&2
+    exit 1
+  fi
+  printf '{"event": "command", "command": "%s"}\n' "${cmd#"$distml" }" >>"$dir/$name.jsonl.tmp"
+  mv "$dir/$name.jsonl.tmp" "$dir/$name.jsonl"
+}
+
+for c in "${seeded[@]}"; do
+  IFS='|' read -r name args <<<"$c"
+  for s in $seeds; do
+    # shellcheck disable=SC2086
+    run_case "${name}_s$s" $args --set run.seed="$s"
+  done
+done
+for c in "${single[@]}"; do
+  IFS='|' read -r name args <<<"$c"
+  # shellcheck disable=SC2086
+  run_case "$name" $args
+done
+if [[ -z ${CASES:-} || " $CASES " == *" replay_micro "* ]]; then
+  "$build/bench/distml_replay_throughput" >"$dir/replay_micro.jsonl"
+fi
+/usr/bin/python3 bench/summarize_rl.py "$dir"
