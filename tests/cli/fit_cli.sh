@@ -5,16 +5,8 @@ set -uo pipefail
 distml=$1 engine=$2 np=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() {  # expect CODE PATTERN CMD...
-  local code=$1 pattern=$2 out rc
-  shift 2
-  out=$("$@" 2>&1)
-  rc=$?
-  [[ $rc -eq $code ]] || fail "expected exit $code, got $rc from: $*"$'\n'"$out"
-  grep -qF -- "$pattern" <<<"$out" || fail "output of '$*' lacks: $pattern"$'\n'"$out"
-  echo "ok: exit $rc, '$pattern'"
-}
+# shellcheck source=cli_lib.sh
+source "$(dirname "$0")/cli_lib.sh"
 fit() { "$distml" fit "$@" --engine "$engine" --np "$np"; }
 
 # Two well-separated classes with string labels.

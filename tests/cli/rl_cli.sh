@@ -6,16 +6,8 @@ set -uo pipefail
 distml=$1 engine=$2 np=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() {  # expect CODE PATTERN CMD...
-  local code=$1 pattern=$2 out rc
-  shift 2
-  out=$("$@" 2>&1)
-  rc=$?
-  [[ $rc -eq $code ]] || fail "expected exit $code, got $rc from: $*"$'\n'"$out"
-  grep -qF -- "$pattern" <<<"$out" || fail "output of '$*' lacks: $pattern"$'\n'"$out"
-  echo "ok: exit $rc, '$pattern'"
-}
+# shellcheck source=cli_lib.sh
+source "$(dirname "$0")/cli_lib.sh"
 rl() { "$distml" rl "$@" --engine "$engine" --np "$np"; }
 quick=(--set run.env_steps=2000 --set run.eval_episodes=2 --set run.log_every=0)
 

@@ -20,7 +20,7 @@ TEST(Messages, ArriveInOrderWithTheirPayloads) {
     if (comm.rank() == 1) {
       send_message(comm, 0, Channel::from_learner, {MessageKind::parameters, 7, 3, {1, 2, 3}});
       send_message(comm, 0, Channel::from_learner, {MessageKind::parameters, 8, 4, {4, 5, 6}});
-      send_message(comm, 0, Channel::from_learner, {MessageKind::stop});
+      send_message(comm, 0, Channel::from_learner, {MessageKind::stop, 0, 0, {}});
       return;
     }
     MessageListener listener(comm, 1, Channel::from_learner,

@@ -13,8 +13,8 @@
 #include "distml/core/error.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/envs/env.h"
+#include "event_printer.h"
 #include "launch.h"
-#include "progress_bar.h"
 
 namespace distml::cli {
 namespace {
@@ -47,51 +47,36 @@ std::uint64_t fingerprint(const std::string& text) {
   return h;
 }
 
-// What rank 0 shows while training: JSON lines, a progress bar on a terminal, or plain lines.
-struct Reporter {
-  bool json;
-  bool bar_enabled = !json && stdout_is_terminal();
-  ProgressBar bar{stdout, "env steps"};
-
-  void event(const nlohmann::json& e) {
-    if (json) {
-      std::cout << e.dump() << std::endl;
-      return;
-    }
-    if (bar_enabled) bar.clear();
-    const std::string kind = e["event"];
-    if (kind == "update")
-      std::printf("update %lld  env steps %lld  train return %s  %.0f env steps/s\n",
-                  e["update"].get<long long>(), e["env_steps"].get<long long>(),
-                  e["train_return"].is_null() ? "-" : cat(e["train_return"].get<double>()).c_str(),
-                  e["env_steps_per_sec"].get<double>());
-    else if (kind == "eval")
-      std::printf("update %lld  env steps %lld  eval return %.2f over %lld episodes\n",
-                  e["update"].get<long long>(), e["env_steps"].get<long long>(),
-                  e["eval_mean_return"].get<double>(), e["eval_episodes"].get<long long>());
-    else if (kind == "checkpoint")
-      std::printf("update %lld  checkpoint %s\n", e["update"].get<long long>(),
-                  e["path"].get<std::string>().c_str());
-    else if (kind == "actor_lost")
-      std::printf("actor rank %d lost (%s); %s\n", e["rank"].get<int>(),
-                  e["reason"].get<std::string>().c_str(), e["action"].get<std::string>().c_str());
-    std::fflush(stdout);
-  }
-  void progress(std::int64_t done, std::int64_t total) {
-    if (bar_enabled) bar.update(done, total);
-  }
-};
+// Rank 0's text lines for the run's events.
+void print_event(EventPrinter& printer, const nlohmann::json& e) {
+  if (printer.print_json(e)) return;
+  const std::string kind = e["event"];
+  if (kind == "update")
+    std::printf("update %lld  env steps %lld  train return %s  %.0f env steps/s\n",
+                e["update"].get<long long>(), e["env_steps"].get<long long>(),
+                e["train_return"].is_null() ? "-" : cat(e["train_return"].get<double>()).c_str(),
+                e["env_steps_per_sec"].get<double>());
+  else if (kind == "eval")
+    std::printf("update %lld  env steps %lld  eval return %.2f over %lld episodes\n",
+                e["update"].get<long long>(), e["env_steps"].get<long long>(),
+                e["eval_mean_return"].get<double>(), e["eval_episodes"].get<long long>());
+  else if (kind == "checkpoint")
+    std::printf("update %lld  checkpoint %s\n", e["update"].get<long long>(),
+                e["path"].get<std::string>().c_str());
+  else if (kind == "actor_lost")
+    std::printf("actor rank %d lost (%s); %s\n", e["rank"].get<int>(),
+                e["reason"].get<std::string>().c_str(), e["action"].get<std::string>().c_str());
+  std::fflush(stdout);
+}
 
 void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator& comm,
              Clock::time_point start) {
-  std::optional<Reporter> reporter;
+  std::optional<EventPrinter> printer;
   rl::RunHooks hooks;
   if (comm.rank() == 0) {
-    reporter.emplace(Reporter{o.json});
-    hooks.event = [&](const nlohmann::json& e) { reporter->event(e); };
-    hooks.progress = [&](std::int64_t done, std::int64_t total) {
-      reporter->progress(done, total);
-    };
+    printer.emplace(o.json, "env steps");
+    hooks.event = [&](const nlohmann::json& e) { print_event(*printer, e); };
+    hooks.progress = [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); };
   } else {  // the replay of apex watches actors too: its losses go to stderr
     hooks.event = [rank = comm.rank()](const nlohmann::json& e) {
       if (e["event"] == "actor_lost")
@@ -102,7 +87,7 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
   }
   const rl::RunResult r = rl::run_algorithm(config, comm, hooks);
   if (comm.rank() != 0) return;
-  if (reporter->bar_enabled) reporter->bar.clear();
+  printer->finish();
   const double wall_s = seconds_since(start);
   if (o.json) {
     nlohmann::json done = {{"event", "done"},

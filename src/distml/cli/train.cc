@@ -11,8 +11,8 @@
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/train/trainer.h"
+#include "event_printer.h"
 #include "launch.h"
-#include "progress_bar.h"
 
 namespace distml::cli {
 namespace {
@@ -68,51 +68,38 @@ void print_summary(const train::TrainResult& r, const train::TaskData& data) {
       100 * r.overlap_fraction, r.wall_s);
 }
 
-// What rank 0 shows while training: JSON lines, a progress bar on a terminal, or plain lines.
-struct Reporter {
-  bool json;
-  bool bar_enabled = !json && stdout_is_terminal();
-  ProgressBar bar{stdout, "steps"};
-
-  void event(const nlohmann::json& e) {
-    if (json) {
-      std::cout << e.dump() << std::endl;
-      return;
-    }
-    if (bar_enabled) bar.clear();
-    const std::string kind = e["event"];
-    if (kind == "step")
-      std::printf(
-          "step %lld  epoch %lld  loss %.4f  lr %.4g  %.0f samples/s  all-reduce %.2f s "
-          "(%.0f%% overlapped)\n",
-          e["step"].get<long long>(), e["epoch"].get<long long>(), e["loss"].get<double>(),
-          e["lr"].get<double>(), e["samples_per_sec"].get<double>(), e["comm_time_s"].get<double>(),
-          100 * e["overlap_fraction"].get<double>());
-    else if (kind == "eval")
-      std::printf("step %lld  test loss %.4f  test accuracy %.2f%%\n", e["step"].get<long long>(),
-                  e["test_loss"].get<double>(), 100 * e["test_accuracy"].get<double>());
-    else if (kind == "checkpoint")
-      std::printf("step %lld  checkpoint %s\n", e["step"].get<long long>(),
-                  e["path"].get<std::string>().c_str());
-    std::fflush(stdout);
-  }
-  void progress(std::int64_t done, std::int64_t total) {
-    if (bar_enabled) bar.update(done, total);
-  }
-};
+// Rank 0's text lines for the trainer's events.
+void print_event(EventPrinter& printer, const nlohmann::json& e) {
+  if (printer.print_json(e)) return;
+  const std::string kind = e["event"];
+  if (kind == "step")
+    std::printf(
+        "step %lld  epoch %lld  loss %.4f  lr %.4g  %.0f samples/s  all-reduce %.2f s "
+        "(%.0f%% overlapped)\n",
+        e["step"].get<long long>(), e["epoch"].get<long long>(), e["loss"].get<double>(),
+        e["lr"].get<double>(), e["samples_per_sec"].get<double>(), e["comm_time_s"].get<double>(),
+        100 * e["overlap_fraction"].get<double>());
+  else if (kind == "eval")
+    std::printf("step %lld  test loss %.4f  test accuracy %.2f%%\n", e["step"].get<long long>(),
+                e["test_loss"].get<double>(), 100 * e["test_accuracy"].get<double>());
+  else if (kind == "checkpoint")
+    std::printf("step %lld  checkpoint %s\n", e["step"].get<long long>(),
+                e["path"].get<std::string>().c_str());
+  std::fflush(stdout);
+}
 
 // One rank's whole run; rank 0 reports.
 void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::Communicator& comm,
                 const train::TaskData& data, std::chrono::steady_clock::time_point start) {
   train::Trainer trainer(config, comm, data);
   if (!o.resume.empty()) trainer.resume(o.resume);
-  std::optional<Reporter> reporter;
-  if (comm.rank() == 0) reporter.emplace(Reporter{o.json});
+  std::optional<EventPrinter> printer;
+  if (comm.rank() == 0) printer.emplace(o.json, "steps");
   auto result =
-      trainer.run([&](const nlohmann::json& e) { reporter->event(e); },
-                  [&](std::int64_t done, std::int64_t total) { reporter->progress(done, total); });
+      trainer.run([&](const nlohmann::json& e) { print_event(*printer, e); },
+                  [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); });
   if (comm.rank() != 0) return;
-  if (reporter->bar_enabled) reporter->bar.clear();
+  printer->finish();
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (o.json)
     std::cout << done_line(result, data, comm.size()).dump() << std::endl;

@@ -14,6 +14,8 @@ std::uint64_t mix(std::uint64_t z) {
 
 }  // namespace
 
+std::uint64_t splitmix64(std::uint64_t z) { return mix(z + 0x9e3779b97f4a7c15ULL); }
+
 std::uint64_t SplitMix64::next() {
   state_ += 0x9e3779b97f4a7c15ULL;
   return mix(state_);

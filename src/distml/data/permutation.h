@@ -16,10 +16,18 @@ class SplitMix64 {
   std::uint64_t next();
   /// Uniform in [0, bound), bound >= 1, unbiased: rejects draws below 2^64 mod bound.
   std::uint64_t below(std::uint64_t bound);
+  /// Uniform in [0, 1), from the top 53 bits of next().
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+  /// Uniform in [low, high).
+  double uniform(double low, double high) { return low + (high - low) * uniform(); }
 
  private:
   std::uint64_t state_;
 };
+
+/// splitmix64's output for state `z`: SplitMix64(z).next(). Each input bit flips about half the
+/// output bits, so neighbouring inputs (seed, index) give unrelated seeds.
+std::uint64_t splitmix64(std::uint64_t z);
 
 /// The permutation of 0..n-1 for (seed, epoch): a Fisher-Yates shuffle (for i = n-1 down
 /// to 1, swap i with below(i + 1)) driven by SplitMix64 seeded with

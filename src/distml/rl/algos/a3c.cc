@@ -83,7 +83,7 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
   bool stopping = false;
   auto on_gradient = [&](int rank, Message m) {
     if (stopping) {  // the run is over: answer the gradient with stop
-      send_message(comm, rank, Channel::from_learner, Message{MessageKind::stop});
+      send_message(comm, rank, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
       roster.remove(rank);
       return;
     }

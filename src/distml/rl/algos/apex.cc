@@ -138,7 +138,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
     ++sent;
   }
   if (in_flight) in_flight->wait();  // the replay receives until our goodbye
-  send_message(comm, replay, Channel::to_replay, Message{MessageKind::stop});
+  send_message(comm, replay, Channel::to_replay, Message{MessageKind::stop, 0, 0, {}});
 }
 
 // ---- Replay --------------------------------------------------------------------------------
@@ -357,14 +357,14 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   }
 
   // The replay has answered every request (the last one is `m` above); stop it, then the actors.
-  send_message(comm, roles.replay, Channel::to_replay, Message{MessageKind::stop});
+  send_message(comm, roles.replay, Channel::to_replay, Message{MessageKind::stop, 0, 0, {}});
   // A lost actor never takes its last parameters: give each at most run.actor_timeout_s.
   for (int r : roles.actors) {
     const auto since = Clock::now();
     if (auto it = param_sends.find(r); it != param_sends.end())
       while (!it->second.done() && seconds_since(since) < config.run.actor_timeout_s)
         std::this_thread::sleep_for(std::chrono::microseconds(200));
-    send_message(comm, r, Channel::from_learner, Message{MessageKind::stop});
+    send_message(comm, r, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
   }
   const Message stats = from_replay.take();  // the replay's goodbye, after its actors' ones
   RunResult result =

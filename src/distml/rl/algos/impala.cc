@@ -231,7 +231,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
       while (roster.is_live(r) && !it->second.done())
         if (roster.poll(on_message) == 0)
           std::this_thread::sleep_for(std::chrono::microseconds(200));
-    if (roster.is_live(r)) send_message(comm, r, Channel::from_learner, Message{MessageKind::stop});
+    if (roster.is_live(r)) send_message(comm, r, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
   }
   param_sends.clear();
   while (!roster.live().empty())

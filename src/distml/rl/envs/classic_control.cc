@@ -8,29 +8,14 @@
 #include <utility>
 
 #include "distml/core/error.h"
+#include "distml/data/permutation.h"
 
 namespace distml::rl {
 namespace {
 
 constexpr double kPi = std::numbers::pi;
 
-// splitmix64: a few lines, no state beyond one word, and the same numbers on every platform,
-// which std::uniform_real_distribution does not promise.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, 1) from the top 53 bits.
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
- private:
-  std::uint64_t state_;
-};
+using data::SplitMix64;  // the same numbers on every platform, unlike <random>'s distributions
 
 std::vector<float> to_floats(std::span<const double> values) {
   return {values.begin(), values.end()};

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "distml/core/error.h"
+#include "distml/data/permutation.h"
 
 #ifndef DISTML_HUMANOID_XML
 #error "DISTML_HUMANOID_XML must name the MuJoCo humanoid model (src/distml/rl/envs/CMakeLists.txt)"
@@ -39,24 +40,7 @@ std::shared_ptr<const mjModel> load_model(const std::string& path) {
   return model;
 }
 
-// splitmix64: the start state must follow from reset's seed alone, on every platform.
-class SplitMix64 {
- public:
-  explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
-  std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [low, high).
-  double uniform(double low, double high) {
-    return low + (high - low) * static_cast<double>(next() >> 11) * 0x1.0p-53;
-  }
-
- private:
-  std::uint64_t state_;
-};
+using data::SplitMix64;  // the start state follows from reset's seed alone, on every platform
 
 }  // namespace
 

@@ -4,21 +4,14 @@
 #include <utility>
 
 #include "distml/core/error.h"
+#include "distml/data/permutation.h"
 
 namespace distml::rl {
 namespace {
 
-// splitmix64's finaliser: each input bit flips about half the output bits, so neighbouring
-// (seed, copy, episode) triples give unrelated seeds.
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9e3779b97f4a7c15ULL;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
 std::uint64_t episode_seed(std::uint64_t seed, int copy, std::uint64_t episode) {
-  return mix(mix(mix(seed) ^ static_cast<std::uint64_t>(copy)) ^ episode);
+  using data::splitmix64;
+  return splitmix64(splitmix64(splitmix64(seed) ^ static_cast<std::uint64_t>(copy)) ^ episode);
 }
 
 }  // namespace
