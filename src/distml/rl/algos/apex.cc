@@ -196,7 +196,8 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
     episode_sum += m.payload[m.payload.size() - 2];
     episodes += m.payload.back();
   };
-  while (!(learner_done && requests.empty() && roster.live().empty())) {
+  std::optional<PendingSend> sample_in_flight;
+  while (!(learner_done && requests.empty() && !sample_in_flight && roster.live().empty())) {
     int handled = roster.poll(on_actor);
     if (!learner_done && seconds_since(learner_heard) > config.run.timeout_s)
       throw TimeoutError(cat("the replay (rank ", comm.rank(),
@@ -223,13 +224,17 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
         learner_done = true;
       }
     }
-    if (!requests.empty() && replay.size() >= static_cast<std::size_t>(c.learning_starts)) {
+    // One sample in flight at a time, sent without blocking: the replay must keep receiving
+    // (the learner's priorities, the actors' transitions) while the learner is busy.
+    if (sample_in_flight && sample_in_flight->done()) sample_in_flight.reset();
+    if (!sample_in_flight && !requests.empty() &&
+        replay.size() >= static_cast<std::size_t>(c.learning_starts)) {
       const auto since = Clock::now();
       const auto batch = replay.sample(static_cast<std::size_t>(c.batch_size), requests.front());
       busy_s += seconds_since(since);
       sampled += static_cast<double>(c.batch_size);
       requests.erase(requests.begin());
-      send_message(
+      sample_in_flight.emplace(
           comm, 0, Channel::from_replay,
           Message{MessageKind::sample, replay.size(), static_cast<std::uint64_t>(env_steps),
                   apex::pack_sample(batch, s.obs, s.act, episode_sum, episodes)});
@@ -370,6 +375,10 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   RunResult result =
       monitor.finish(counters.update, counters.env_steps, greedy_q_policy(online), state);
   result.report["actors"] = roles.actors.size();
+  std::vector<double> epsilons;
+  for (std::size_t i = 0; i < roles.actors.size(); ++i)
+    epsilons.push_back(actor_epsilon(c, static_cast<int>(i), static_cast<int>(roles.actors.size())));
+  result.report["actor_epsilons"] = epsilons;
   result.report["replay_size"] = replay_size;
   const double ops = stats.payload[0] + stats.payload[1];
   result.report["replay_inserted"] = stats.payload[0];
@@ -385,6 +394,10 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
 RunResult run_apex(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks) {
   if (comm.size() < 2)
     throw UsageError("apex needs at least 2 ranks (a learner and a replay with actors): --np 2+");
+  if (comm.size() == 2 && comm.engine_name() == "gloo")
+    throw UsageError(
+        "apex at --np 2 runs its actor beside the replay on rank 1, which needs messages from a "
+        "rank to itself; the gloo engine has none: use --np 3 or more, or the mpi or local engine");
   prepare_rank(config);
   const Roles roles = roles_of(comm.size());
   const int actors = static_cast<int>(roles.actors.size());
