@@ -27,7 +27,7 @@ seeded=(
 )
 single=(
   "impala_decoupling|impala --env cartpole --set impala.solo_unrolls=400 --set run.target_return=1000000 --set run.eval_every=1000000"
-  "apex_replay|apex --env cartpole --set run.env_steps=300000 --set run.eval_episodes=10"
+  "apex_replay|apex --env cartpole --set apex.env_steps_per_update=0 --set run.env_steps=300000 --set run.eval_episodes=10"
   "ppo_humanoid|ppo --env humanoid"
 )
 

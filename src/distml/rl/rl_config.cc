@@ -71,6 +71,7 @@ const config::Schema<RlConfig>& schema() {
           K::int_key("apex", "target_update", 1, CONFIG_FIELD(apex.target_update)),
           K::int_key("apex", "param_push", 1, CONFIG_FIELD(apex.param_push)),
           K::int_key("apex", "actor_batch", 1, CONFIG_FIELD(apex.actor_batch)),
+          K::int_key("apex", "env_steps_per_update", 0, CONFIG_FIELD(apex.env_steps_per_update)),
           K::int_key("run", "env_steps", 1, CONFIG_FIELD(run.env_steps)),
           K::int_key("run", "seed", 0, CONFIG_FIELD(run.seed)),
           K::int_key("run", "threads", 1, CONFIG_FIELD(run.threads)),

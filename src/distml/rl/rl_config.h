@@ -52,10 +52,11 @@ struct ApexConfig {
   double alpha = 0.6;              // priority exponent
   double beta = 0.4;               // importance-sampling exponent, annealed to 1
   std::int64_t batch_size = 64;
-  std::int64_t learning_starts = 2000;  // transitions in replay before the learner starts
-  std::int64_t target_update = 500;     // learner steps between target-network copies
-  std::int64_t param_push = 50;         // learner steps between parameter broadcasts
-  std::int64_t actor_batch = 64;        // transitions an actor sends at once
+  std::int64_t learning_starts = 2000;    // transitions in replay before the learner starts
+  std::int64_t target_update = 500;       // learner steps between target-network copies
+  std::int64_t param_push = 50;           // learner steps between parameter broadcasts
+  std::int64_t actor_batch = 64;          // transitions an actor sends at once
+  std::int64_t env_steps_per_update = 0;  // all actors' steps per learner step (0: unbounded)
 };
 
 struct RunConfig {

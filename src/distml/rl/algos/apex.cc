@@ -3,7 +3,10 @@
 // second thread).
 //  1. Actor i of N explores with epsilon_i = epsilon^(1 + alpha i / (N - 1)), turns its steps
 //     into n-step transitions, computes their initial priorities |TD error| with its own copy
-//     of the network and sends them to the replay in groups of apex.actor_batch.
+//     of the network and sends them to the replay in groups of apex.actor_batch. With
+//     apex.env_steps_per_update > 0 the actors together take at most that many steps per
+//     learner update (after learning_starts), so that the replay ratio does not depend on
+//     how fast this machine's actors run compared with its learner.
 //  2. The replay stores them (sum-tree, p^alpha) and answers each of the learner's sample
 //     requests with a stratified batch and importance weights (beta from the request), once it
 //     holds apex.learning_starts transitions. It also counts the actors' environment steps.
@@ -79,32 +82,29 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
                                    NStepWindow(static_cast<int>(c.n_step), config.algo.gamma));
   std::vector<Transition> ready;
   std::optional<PendingSend> in_flight;
-  std::int64_t steps_unsent = 0, sent = 0;
+  std::int64_t steps = 0, steps_unsent = 0, sent = 0;
+  std::uint64_t version = 0;  // the learner's update count of our parameters
   torch::NoGradGuard no_grad;
   bool stop = false;
   auto on_message = [&](Message m) {
-    if (m.kind == MessageKind::stop)
+    if (m.kind == MessageKind::stop) {
       stop = true;
-    else
-      load_flat_parameters(*net, m.payload);
+      return;
+    }
+    load_flat_parameters(*net, m.payload);
+    version = m.version;
   };
-  for (;;) {
-    while (!stop && from_learner.ready()) on_message(from_learner.take());
-    if (stop) break;
-    const std::vector<float> before = envs.observations();
-    const auto q = net->forward(as_tensor(before, s.obs));
-    const std::vector<float> actions = sampler.epsilon_greedy(q, epsilon);
-    const VectorEnv::Step& step = envs.step(actions);
-    steps_unsent += envs.copies();
-    for (int k = 0; k < envs.copies(); ++k)
-      windows[k].add(std::span(before).subspan(k * s.obs, s.obs),
-                     std::span(actions).subspan(k * s.act, s.act), step.rewards[k],
-                     step.terminated[k], step.terminated[k] || step.truncated[k],
-                     std::span(step.final_observations).subspan(k * s.obs, s.obs), ready);
-    if (static_cast<std::int64_t>(ready.size()) < c.actor_batch) continue;
-    if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after) return;
-
-    // Initial priorities: |R + discount * max_a Q(s', a) - Q(s, a)| under this actor's network.
+  // With apex.env_steps_per_update, this actor's share of the steps the learner's progress
+  // allows (parameters arrive every param_push updates, hence the look-ahead).
+  auto throttled = [&] {
+    if (c.env_steps_per_update <= 0) return false;
+    const double allowed = (c.learning_starts + (version + c.param_push) * c.env_steps_per_update) /
+                           static_cast<double>(actors);
+    return static_cast<double>(steps) >= allowed;
+  };
+  // Sends the ready transitions with initial priorities |R + discount max_a Q(s', a) - Q(s, a)|
+  // under this actor's network.
+  auto send_ready = [&] {
     std::vector<float> obs, next, act, reward, discount;
     for (const Transition& t : ready) {
       obs.insert(obs.end(), t.observation.begin(), t.observation.end());
@@ -136,6 +136,40 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
     ready.clear();
     steps_unsent = 0;
     ++sent;
+  };
+  for (;;) {
+    while (!stop && from_learner.ready()) on_message(from_learner.take());
+    if (stop) break;
+    if (throttled()) {  // hand over what we have, then wait for the learner to catch up
+      if (!ready.empty()) send_ready();
+      const auto since = Clock::now();
+      while (!stop && throttled()) {
+        if (seconds_since(since) > config.run.timeout_s)
+          throw TimeoutError(cat("actor rank ", comm.rank(),
+                                 ": no new parameters from the "
+                                 "learner (rank 0) for ",
+                                 config.run.timeout_s, " s"));
+        if (from_learner.ready())
+          on_message(from_learner.take());
+        else
+          std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+      continue;
+    }
+    const std::vector<float> before = envs.observations();
+    const auto q = net->forward(as_tensor(before, s.obs));
+    const std::vector<float> actions = sampler.epsilon_greedy(q, epsilon);
+    const VectorEnv::Step& step = envs.step(actions);
+    steps += envs.copies();
+    steps_unsent += envs.copies();
+    for (int k = 0; k < envs.copies(); ++k)
+      windows[k].add(std::span(before).subspan(k * s.obs, s.obs),
+                     std::span(actions).subspan(k * s.act, s.act), step.rewards[k],
+                     step.terminated[k], step.terminated[k] || step.truncated[k],
+                     std::span(step.final_observations).subspan(k * s.obs, s.obs), ready);
+    if (static_cast<std::int64_t>(ready.size()) < c.actor_batch) continue;
+    if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after) return;
+    send_ready();
   }
   if (in_flight) in_flight->wait();  // the replay receives until our goodbye
   send_message(comm, replay, Channel::to_replay, Message{MessageKind::stop, 0, 0, {}});
@@ -244,7 +278,9 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
     if (handled == 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   send_message(comm, 0, Channel::from_replay,
-               Message{MessageKind::stop, 0, 0,
+               Message{MessageKind::stop,
+                       0,
+                       0,
                        {static_cast<float>(inserted), static_cast<float>(sampled),
                         static_cast<float>(seconds_since(started)), static_cast<float>(busy_s)}});
 }
@@ -269,11 +305,12 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   load_flat_parameters(*target, flat_parameters(*online));
   const auto batch = static_cast<std::size_t>(c.batch_size);
   const std::uint64_t sample_floats = batch * s.sample + apex::kEpisodeFloats;
-  MessageListener from_replay(
-      comm, roles.replay, Channel::from_replay, [&](MessageKind kind, std::uint64_t floats) {
-        if (kind == MessageKind::stop && floats == kReplayStatsFloats) return;
-        exact_size(MessageKind::sample, sample_floats)(kind, floats);
-      });
+  MessageListener from_replay(comm, roles.replay, Channel::from_replay,
+                              [&](MessageKind kind, std::uint64_t floats) {
+                                if (kind == MessageKind::stop && floats == kReplayStatsFloats)
+                                  return;
+                                exact_size(MessageKind::sample, sample_floats)(kind, floats);
+                              });
   std::map<int, PendingSend> param_sends;
   auto push_parameters = [&] {
     const std::vector<float> flat = flat_parameters(*online);
@@ -377,7 +414,8 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   result.report["actors"] = roles.actors.size();
   std::vector<double> epsilons;
   for (std::size_t i = 0; i < roles.actors.size(); ++i)
-    epsilons.push_back(actor_epsilon(c, static_cast<int>(i), static_cast<int>(roles.actors.size())));
+    epsilons.push_back(
+        actor_epsilon(c, static_cast<int>(i), static_cast<int>(roles.actors.size())));
   result.report["actor_epsilons"] = epsilons;
   result.report["replay_size"] = replay_size;
   const double ops = stats.payload[0] + stats.payload[1];
