@@ -123,8 +123,8 @@ struct Events {
 // Runs `config` on `ranks` in-process ranks; every rank reports to `events`.
 RunResult run_on(int ranks, const RlConfig& config, Events& events) {
   RunResult result;
-  comm::CommOptions options;
-  options.timeout = comm::Millis(20000);
+  comm::CommOptions options;  // as distml rl sets them
+  options.timeout = comm::Millis(static_cast<long long>(config.run.timeout_s * 1000));
   comm::local::run_ranks(ranks, options, [&](comm::Communicator& comm) {
     RunResult r = run_algorithm(config, comm, events.hooks());
     if (comm.rank() == 0) result = r;

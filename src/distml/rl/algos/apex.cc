@@ -23,6 +23,7 @@
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/algos/apex_wire.h"
 #include "distml/rl/algos/common.h"
+#include "distml/rl/learner_inbox.h"
 #include "distml/rl/run_monitor.h"
 
 namespace distml::rl {
@@ -75,31 +76,21 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
   QNetwork net = make_q_network(config);
   VectorEnv envs = make_actor_envs(config, comm.rank());
   ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()));
-  MessageListener from_learner(comm, 0, Channel::from_learner,
-                               exact_size(MessageKind::parameters, parameter_count(*net)));
+  LearnerInbox learner(comm, *net);
   const double epsilon = actor_epsilon(c, index, actors);
   std::vector<NStepWindow> windows(envs.copies(),
                                    NStepWindow(static_cast<int>(c.n_step), config.algo.gamma));
   std::vector<Transition> ready;
   std::optional<PendingSend> in_flight;
   std::int64_t steps = 0, steps_unsent = 0, sent = 0;
-  std::uint64_t version = 0;  // the learner's update count of our parameters
   torch::NoGradGuard no_grad;
-  bool stop = false;
-  auto on_message = [&](Message m) {
-    if (m.kind == MessageKind::stop) {
-      stop = true;
-      return;
-    }
-    load_flat_parameters(*net, m.payload);
-    version = m.version;
-  };
   // With apex.env_steps_per_update, this actor's share of the steps the learner's progress
   // allows (parameters arrive every param_push updates, hence the look-ahead).
   auto throttled = [&] {
     if (c.env_steps_per_update <= 0) return false;
-    const double allowed = (c.learning_starts + (version + c.param_push) * c.env_steps_per_update) /
-                           static_cast<double>(actors);
+    const double allowed =
+        (c.learning_starts + (learner.version() + c.param_push) * c.env_steps_per_update) /
+        static_cast<double>(actors);
     return static_cast<double>(steps) >= allowed;
   };
   // Sends the ready transitions with initial priorities |R + discount max_a Q(s', a) - Q(s, a)|
@@ -128,8 +119,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
     for (double r : finished.returns) return_sum += r;
     payload.push_back(static_cast<float>(return_sum));
     payload.push_back(static_cast<float>(finished.returns.size()));
-    if (in_flight)
-      wait_serving(*in_flight, replay, from_learner, on_message, comm.options().timeout);
+    if (in_flight) learner.wait_for(*in_flight, replay);
     in_flight.emplace(comm, replay, Channel::to_replay,
                       Message{MessageKind::transitions, 0, static_cast<std::uint64_t>(steps_unsent),
                               std::move(payload)});
@@ -137,23 +127,11 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
     steps_unsent = 0;
     ++sent;
   };
-  for (;;) {
-    while (!stop && from_learner.ready()) on_message(from_learner.take());
-    if (stop) break;
+  for (learner.poll(); !learner.stopped(); learner.poll()) {
     if (throttled()) {  // hand over what we have, then wait for the learner to catch up
       if (!ready.empty()) send_ready();
-      const auto since = Clock::now();
-      while (!stop && throttled()) {
-        if (seconds_since(since) > config.run.timeout_s)
-          throw TimeoutError(cat("actor rank ", comm.rank(),
-                                 ": no new parameters from the "
-                                 "learner (rank 0) for ",
-                                 config.run.timeout_s, " s"));
-        if (from_learner.ready())
-          on_message(from_learner.take());
-        else
-          std::this_thread::sleep_for(std::chrono::microseconds(50));
-      }
+      learner.wait_until([&] { return !throttled(); },
+                         "no new parameters from the learner (rank 0)");
       continue;
     }
     const std::vector<float> before = envs.observations();

@@ -19,6 +19,7 @@
 #include "distml/rl/actor_roster.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/algos/common.h"
+#include "distml/rl/learner_inbox.h"
 #include "distml/rl/returns.h"
 #include "distml/rl/rollout.h"
 #include "distml/rl/run_monitor.h"
@@ -42,9 +43,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
   ActorCritic net = make_actor_critic(config);
   VectorEnv envs = make_actor_envs(config, comm.rank());
   ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()));
-  const std::uint64_t n_params = parameter_count(*net);
-  MessageListener from_learner(comm, 0, Channel::from_learner,
-                               exact_size(MessageKind::parameters, n_params));
+  LearnerInbox learner(comm, *net);
   const auto& algo = config.algo;
 
   const auto solo_start = Clock::now();
@@ -54,43 +53,22 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
   const double solo_rate =
       solo_s > 0 ? config.impala.solo_unrolls * algo.unroll * config.env.copies / solo_s : 0;
 
-  std::uint64_t version = 0, consumed = 0;
-  bool stop = false;
-  auto on_message = [&](Message m) {
-    if (m.kind == MessageKind::stop) {
-      stop = true;
-      return;
-    }
-    load_flat_parameters(*net, m.payload);
-    version = m.version;
-    consumed = m.extra;
-  };
   std::optional<PendingSend> in_flight;
   std::int64_t sent = 0, steps = 0;
+  auto queued = [&] { return sent - static_cast<std::int64_t>(learner.counter()); };
   const auto start = Clock::now();
-  for (;;) {
-    while (!stop && from_learner.ready()) on_message(from_learner.take());
-    if (stop) break;
+  for (learner.poll(); !learner.stopped(); learner.poll()) {
     if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after)
       return;  // fault injection: vanish without a goodbye
     Rollout r = collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
     steps += algo.unroll * config.env.copies;
-    if (in_flight) wait_serving(*in_flight, 0, from_learner, on_message, comm.options().timeout);
-    const auto waiting_since = Clock::now();
-    while (!stop && sent - static_cast<std::int64_t>(consumed) >= config.impala.max_unrolls_ahead) {
-      if (seconds_since(waiting_since) > config.run.timeout_s)
-        throw TimeoutError(cat("actor rank ", comm.rank(),
-                               ": the learner (rank 0) used none of its ", sent - consumed,
-                               " queued unrolls for ", config.run.timeout_s, " s"));
-      if (from_learner.ready())
-        on_message(from_learner.take());
-      else
-        std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-    if (stop) break;
+    if (in_flight) learner.wait_for(*in_flight, 0);
+    learner.wait_until([&] { return queued() < config.impala.max_unrolls_ahead; },
+                       "the learner (rank 0) used none of its queued unrolls");
+    if (learner.stopped()) break;
     in_flight.emplace(
         comm, 0, Channel::to_learner,
-        Message{MessageKind::unroll, version,
+        Message{MessageKind::unroll, learner.version(),
                 static_cast<std::uint64_t>(algo.unroll * config.env.copies), pack(r)});
     ++sent;
   }
@@ -99,7 +77,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
   const double rate = steps / std::max(seconds_since(start), 1e-9);
   send_message(comm, 0, Channel::to_learner,
                Message{MessageKind::stop,
-                       version,
+                       learner.version(),
                        0,
                        {static_cast<float>(solo_rate), static_cast<float>(rate)}});
 }
@@ -231,7 +209,8 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
       while (roster.is_live(r) && !it->second.done())
         if (roster.poll(on_message) == 0)
           std::this_thread::sleep_for(std::chrono::microseconds(200));
-    if (roster.is_live(r)) send_message(comm, r, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
+    if (roster.is_live(r))
+      send_message(comm, r, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
   }
   param_sends.clear();
   while (!roster.live().empty())
