@@ -50,6 +50,11 @@ void send_message(comm::Communicator& comm, int dst, Channel channel, const Mess
 class PendingSend {
  public:
   PendingSend(comm::Communicator& comm, int dst, Channel channel, Message message);
+  /// An undelivered message's memory is kept to the end of the process: the engine may still
+  /// read it (the run is failing or ending; MPI cannot take a send back).
+  ~PendingSend();
+  PendingSend(PendingSend&&) = default;
+  PendingSend& operator=(PendingSend&&) = default;
   /// True once delivered; never blocks. Throws CommError if the send failed.
   bool done();
   /// Blocks until delivered (communicator's timeout).
@@ -57,7 +62,7 @@ class PendingSend {
 
  private:
   struct Parts;
-  std::shared_ptr<Parts> parts_;  // shared: a failed or abandoned send keeps its memory
+  std::shared_ptr<Parts> parts_;
 };
 
 /// Listens for messages from one rank on one channel: a header receive is always posted, so

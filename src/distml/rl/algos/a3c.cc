@@ -69,6 +69,7 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
   ActorCritic net = make_actor_critic(config);
   auto optimizer = make_optimizer(config, *net);
   LearnerCounters counters = resume_if_asked(config, *net, *optimizer);
+  const std::int64_t resumed_updates = counters.update;
   const std::size_t n_params = parameter_count(*net);
   std::vector<int> workers;
   for (int r = 1; r < comm.size(); ++r) workers.push_back(r);
@@ -108,7 +109,8 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
     if (roster.poll(on_gradient) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 
   RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net), state);
-  result.report["policy_lag_mean"] = counters.update ? lag_sum / counters.update : 0.0;
+  const std::int64_t applied = counters.update - resumed_updates;
+  result.report["policy_lag_mean"] = applied ? lag_sum / applied : 0.0;
   result.report["policy_lag_max"] = lag_max;
   result.report["actors"] = workers.size();
   result.report["actors_lost"] = roster.lost();

@@ -16,6 +16,7 @@
 //     the actors every apex.param_push steps.
 //  4. At the end the learner stops the replay (after its last answer) and the actors; each
 //     actor says goodbye to the replay after its last transitions.
+#include <cmath>
 #include <thread>
 
 #include "distml/core/error.h"
@@ -86,11 +87,14 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
   torch::NoGradGuard no_grad;
   // With apex.env_steps_per_update, this actor's share of the steps the learner's progress
   // allows (parameters arrive every param_push updates, hence the look-ahead).
+  // Steps an actor holds before they reach the replay: the n-step windows and a batch.
+  const double held_back = static_cast<double>(envs.copies() * c.n_step + c.actor_batch);
   auto throttled = [&] {
     if (c.env_steps_per_update <= 0) return false;
     const double allowed =
         (c.learning_starts + (learner.version() + c.param_push) * c.env_steps_per_update) /
-        static_cast<double>(actors);
+            static_cast<double>(actors) +
+        held_back;
     return static_cast<double>(steps) >= allowed;
   };
   // Sends the ready transitions with initial priorities |R + discount max_a Q(s', a) - Q(s, a)|
@@ -146,7 +150,10 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, int index, int 
                      step.terminated[k], step.terminated[k] || step.truncated[k],
                      std::span(step.final_observations).subspan(k * s.obs, s.obs), ready);
     if (static_cast<std::int64_t>(ready.size()) < c.actor_batch) continue;
-    if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after) return;
+    if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after) {
+      if (in_flight) in_flight->wait();
+      return;  // fault injection: vanish without a goodbye
+    }
     send_ready();
   }
   if (in_flight) in_flight->wait();  // the replay receives until our goodbye
@@ -161,7 +168,9 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
   const Sizes s = sizes_of(config);
   PrioritizedReplay replay(static_cast<std::size_t>(c.capacity), s.obs, s.act, c.alpha,
                            config.run.seed ^ 0xa9e7ULL);
-  const std::size_t most = static_cast<std::size_t>(c.actor_batch) + 64;
+  // One step can complete a transition in every copy's window at once, n_step at an episode end.
+  const std::size_t most =
+      static_cast<std::size_t>(c.actor_batch - 1 + config.env.copies * c.n_step);
   auto transitions_or_stop = [&](MessageKind kind, std::uint64_t floats) {
     if (kind == MessageKind::stop && floats == 0) return;
     if (kind != MessageKind::transitions)
@@ -201,6 +210,9 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
     const auto since = Clock::now();
     for (std::size_t i = 0; i < n; ++i) {
       const float p = apex::get_transition(m.payload, i, s.obs, s.act, t);
+      if (!std::isfinite(p) || p < 0)
+        throw CommError(cat("actor rank ", rank, " sent a transition with priority ", p,
+                            " (its network diverged?)"));
       replay.add(t, p);
     }
     busy_s += seconds_since(since);
@@ -228,6 +240,9 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
         for (std::size_t i = 0; i < static_cast<std::size_t>(c.batch_size); ++i) {
           indices.push_back(apex::get_index(&m.payload[3 * i]));
           priorities.push_back(m.payload[3 * i + 2]);
+          if (!std::isfinite(priorities.back()))
+            throw CommError(cat("the learner (rank 0) sent priority ", priorities.back(),
+                                " (its loss diverged?)"));
         }
         const auto since = Clock::now();
         replay.update_priorities(indices, priorities);
@@ -281,6 +296,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   auto optimizer = make_optimizer(config, *online);
   LearnerCounters counters = resume_if_asked(config, *online, *optimizer);
   load_flat_parameters(*target, flat_parameters(*online));
+  const std::int64_t resumed_env_steps = counters.env_steps;  // the replay counts from 0
   const auto batch = static_cast<std::size_t>(c.batch_size);
   const std::uint64_t sample_floats = batch * s.sample + apex::kEpisodeFloats;
   MessageListener from_replay(comm, roles.replay, Channel::from_replay,
@@ -319,7 +335,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   std::size_t replay_size = 0;
   for (;;) {
     Message m = from_replay.take();
-    counters.env_steps = static_cast<std::int64_t>(m.extra);
+    counters.env_steps = resumed_env_steps + static_cast<std::int64_t>(m.extra);
     replay_size = m.version;
     monitor.add_episodes(m.payload[m.payload.size() - 2],
                          static_cast<std::int64_t>(m.payload.back()));

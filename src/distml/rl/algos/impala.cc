@@ -58,8 +58,11 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
   auto queued = [&] { return sent - static_cast<std::int64_t>(learner.counter()); };
   const auto start = Clock::now();
   for (learner.poll(); !learner.stopped(); learner.poll()) {
-    if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after)
+    if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after) {
+      if (in_flight) in_flight->wait();
       return;  // fault injection: vanish without a goodbye
+    }
+    const std::uint64_t behaviour_version = learner.version();
     Rollout r = collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
     steps += algo.unroll * config.env.copies;
     if (in_flight) learner.wait_for(*in_flight, 0);
@@ -68,7 +71,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
     if (learner.stopped()) break;
     in_flight.emplace(
         comm, 0, Channel::to_learner,
-        Message{MessageKind::unroll, learner.version(),
+        Message{MessageKind::unroll, behaviour_version,
                 static_cast<std::uint64_t>(algo.unroll * config.env.copies), pack(r)});
     ++sent;
   }
