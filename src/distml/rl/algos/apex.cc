@@ -25,6 +25,7 @@
 #include "distml/rl/algos/apex_wire.h"
 #include "distml/rl/algos/common.h"
 #include "distml/rl/learner_inbox.h"
+#include "distml/rl/parameter_sender.h"
 #include "distml/rl/run_monitor.h"
 
 namespace distml::rl {
@@ -43,13 +44,6 @@ Roles roles_of(int world) {
   if (world == 2) r.actors = {1};
   for (int rank = 1; rank < world - 1; ++rank) r.actors.push_back(rank);
   return r;
-}
-
-QNetwork make_q_network(const RlConfig& config) {
-  auto env = make_env(config.env.name);
-  std::lock_guard lock(initialisation_mutex());
-  torch::manual_seed(config.run.seed);
-  return QNetwork(env->observation_space(), env->action_space(), config.network);
 }
 
 struct Sizes {
@@ -305,18 +299,11 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
                                   return;
                                 exact_size(MessageKind::sample, sample_floats)(kind, floats);
                               });
-  std::map<int, PendingSend> param_sends;
+  ParameterSender parameters(comm);
   auto push_parameters = [&] {
     const std::vector<float> flat = flat_parameters(*online);
-    for (int r : roles.actors) {
-      auto it = param_sends.find(r);
-      if (it != param_sends.end() && !it->second.done()) continue;
-      param_sends.erase(r);
-      param_sends.emplace(
-          r, PendingSend(comm, r, Channel::from_learner,
-                         Message{MessageKind::parameters,
-                                 static_cast<std::uint64_t>(counters.update), 0, flat}));
-    }
+    for (int r : roles.actors)
+      parameters.send(r, flat, static_cast<std::uint64_t>(counters.update));
   };
   if (!config.run.resume.empty()) push_parameters();
   auto beta = [&] {  // annealed linearly from apex.beta to 1 over the run's environment steps
@@ -397,9 +384,8 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   // A lost actor never takes its last parameters: give each at most run.actor_timeout_s.
   for (int r : roles.actors) {
     const auto since = Clock::now();
-    if (auto it = param_sends.find(r); it != param_sends.end())
-      while (!it->second.done() && seconds_since(since) < config.run.actor_timeout_s)
-        std::this_thread::sleep_for(std::chrono::microseconds(200));
+    while (!parameters.delivered(r) && seconds_since(since) < config.run.actor_timeout_s)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     send_message(comm, r, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
   }
   const Message stats = from_replay.take();  // the replay's goodbye, after its actors' ones

@@ -17,17 +17,26 @@ VectorEnv make_actor_envs(const RlConfig& config, int actor) {
                    config.run.seed * 1000003ULL + static_cast<std::uint64_t>(actor));
 }
 
-std::mutex& initialisation_mutex() {
-  static std::mutex m;
-  return m;
+namespace {
+
+// Builds a network from torch's global generator seeded with run.seed, under one lock: the
+// in-process ranks (threads) share that generator and must each get the same initial weights.
+template <class Network>
+Network seeded_network(const RlConfig& config) {
+  static std::mutex mutex;
+  auto env = make_env(config.env.name);
+  std::lock_guard lock(mutex);
+  torch::manual_seed(config.run.seed);
+  return Network(env->observation_space(), env->action_space(), config.network);
 }
 
+}  // namespace
+
 ActorCritic make_actor_critic(const RlConfig& config) {
-  auto env = make_env(config.env.name);
-  std::lock_guard lock(initialisation_mutex());
-  torch::manual_seed(config.run.seed);
-  return ActorCritic(env->observation_space(), env->action_space(), config.network);
+  return seeded_network<ActorCritic>(config);
 }
+
+QNetwork make_q_network(const RlConfig& config) { return seeded_network<QNetwork>(config); }
 
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
                                                         torch::nn::Module& net) {

@@ -5,7 +5,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-#include <mutex>
 
 #include "distml/comm/communicator.h"
 #include "distml/rl/envs/vector_env.h"
@@ -19,15 +18,13 @@ namespace distml::rl {
 /// Sets the intra-op threads of this rank.
 void prepare_rank(const RlConfig& config);
 
-/// Held while seeding torch's global generator and drawing initial weights from it, so that
-/// in-process ranks (threads) each get the same, seed-determined initial network.
-std::mutex& initialisation_mutex();
-
 /// The environments of actor `actor` (distinct seeds per actor).
 VectorEnv make_actor_envs(const RlConfig& config, int actor);
 
 /// The actor-critic for config.env, initialised from config.run.seed (equal on every rank).
 ActorCritic make_actor_critic(const RlConfig& config);
+/// The Q-network of Ape-X, likewise.
+QNetwork make_q_network(const RlConfig& config);
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
                                                         torch::nn::Module& net);
 

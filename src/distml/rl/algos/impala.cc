@@ -20,6 +20,7 @@
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/algos/common.h"
 #include "distml/rl/learner_inbox.h"
+#include "distml/rl/parameter_sender.h"
 #include "distml/rl/returns.h"
 #include "distml/rl/rollout.h"
 #include "distml/rl/run_monitor.h"
@@ -128,25 +129,18 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   for (int r = 1; r < comm.size(); ++r) actors.push_back(r);
   ActorRoster roster(comm, actors, Channel::to_learner, unroll_or_stop(shape.floats()), config,
                      hooks);
-  std::map<int, PendingSend> param_sends;
+  ParameterSender parameters(comm);
   std::map<int, std::uint64_t> consumed, consumed_told;  // per actor: unrolls trained on
-  // Sends the parameters to every actor whose previous copy has been delivered, when they are
-  // newer or it has credit to learn about.
+  // Sends the parameters to every actor that has taken its previous copy, when they are newer
+  // or it has credit to learn about.
   std::int64_t sent_version = -1;
   auto push_parameters = [&] {
     std::vector<float> flat;
     for (int r : roster.live()) {
-      auto it = param_sends.find(r);
-      if (it != param_sends.end() && !it->second.done()) continue;  // the actor is behind
-      if (it != param_sends.end() && sent_version == counters.update &&
-          consumed_told[r] == consumed[r])
-        continue;  // it knows everything already
+      if (sent_version == counters.update && consumed_told[r] == consumed[r]) continue;
+      if (!parameters.delivered(r)) continue;  // the actor is behind
       if (flat.empty()) flat = flat_parameters(*net);
-      param_sends.erase(r);
-      param_sends.emplace(
-          r, PendingSend(comm, r, Channel::from_learner,
-                         Message{MessageKind::parameters,
-                                 static_cast<std::uint64_t>(counters.update), consumed[r], flat}));
+      parameters.send(r, flat, static_cast<std::uint64_t>(counters.update), consumed[r]);
       consumed_told[r] = consumed[r];
     }
     if (!flat.empty()) sent_version = counters.update;
@@ -208,14 +202,11 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
 
   // Stop every live actor, then wait for each goodbye (late unrolls are dropped).
   for (int r : roster.live()) {
-    if (auto it = param_sends.find(r); it != param_sends.end())
-      while (roster.is_live(r) && !it->second.done())
-        if (roster.poll(on_message) == 0)
-          std::this_thread::sleep_for(std::chrono::microseconds(200));
+    while (roster.is_live(r) && !parameters.delivered(r))
+      if (roster.poll(on_message) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
     if (roster.is_live(r))
       send_message(comm, r, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
   }
-  param_sends.clear();
   while (!roster.live().empty())
     if (roster.poll(on_message) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 
