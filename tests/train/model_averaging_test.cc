@@ -561,7 +561,8 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, GossipMixingTest, ::testing::Values(2, 3, 4
 // --- through the trainer -----------------------------------------------------------------------
 
 using testing::config_for;
-using testing::max_relative_difference;
+using testing::trajectory_difference;
+using testing::trajectory_tolerance;
 using testing::on_ranks;
 using testing::synthetic_images;
 using testing::train_once;
@@ -590,11 +591,12 @@ TEST_P(LocalSgdTrainerTest, PeriodOneEqualsSynchronousSgd) {
       on_ranks(world, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
   Worst worst;
   for (int r = 0; r < world; ++r) {
-    // Declared tolerance: float32 sums in another order, through 20 steps.
-    worst.add(max_relative_difference(local[r].params, one_rank[0].params));
-    worst.add(max_relative_difference(local[r].params, allreduce[r].params));
-    EXPECT_LE(max_relative_difference(local[r].params, one_rank[0].params), 1e-5) << "rank " << r;
-    EXPECT_LE(max_relative_difference(local[r].params, allreduce[r].params), 1e-5) << "rank " << r;
+    worst.add(trajectory_difference(local[r], one_rank[0]));
+    worst.add(trajectory_difference(local[r], allreduce[r]));
+    EXPECT_LE(trajectory_difference(local[r], one_rank[0]), trajectory_tolerance(steps))
+        << "rank " << r;
+    EXPECT_LE(trajectory_difference(local[r], allreduce[r]), trajectory_tolerance(steps))
+        << "rank " << r;
     EXPECT_EQ(local[r].result.param_checksum, local[0].result.param_checksum) << "rank " << r;
   }
 }
@@ -619,12 +621,15 @@ TEST_P(PostLocalSgdTrainerTest, WarmupOverTheWholeRunIsAllreduceAShortOneIsNot) 
   auto whole = run(steps), short_warmup = run(5);
   Worst worst;
   for (int r = 0; r < world; ++r) {
-    worst.add(max_relative_difference(whole[r].params, allreduce[r].params));
-    EXPECT_LE(max_relative_difference(whole[r].params, allreduce[r].params), 1e-5) << "rank " << r;
+    worst.add(trajectory_difference(whole[r], allreduce[r]));
+    EXPECT_LE(trajectory_difference(whole[r], allreduce[r]), trajectory_tolerance(steps))
+        << "rank " << r;
     EXPECT_EQ(whole[r].result.bytes_sent, allreduce[r].result.bytes_sent);
-    const double apart = max_relative_difference(short_warmup[r].params, allreduce[r].params);
+    const double apart = trajectory_difference(short_warmup[r], allreduce[r]);
     std::cout << "[ measured ] warm-up 5 of 20 differs from allreduce by " << apart << "\n";
-    EXPECT_GT(apart, 1e-4) << "rank " << r;
+    // 15 local steps between averages move the replicas apart by a share of the whole run's
+    // travel: orders of magnitude above the rounding bound.
+    EXPECT_GT(apart, 1000 * trajectory_tolerance(steps)) << "rank " << r;
     EXPECT_EQ(short_warmup[r].result.param_checksum, short_warmup[0].result.param_checksum);
     EXPECT_GT(short_warmup[r].result.consensus_distance, 0);
   }

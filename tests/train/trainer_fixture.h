@@ -30,9 +30,12 @@ inline TaskData synthetic_images(std::size_t n) {
   return t;
 }
 
+// Trajectory comparisons (N ranks against one, a strategy against all-reduce) train in float64:
+// see kTrajectoryTolerance for why.
 inline TrainConfig config_for(const std::string& model, const std::string& optim, int batch,
                               int steps) {
   TrainConfig c;
+  c.train.dtype = "float64";
   c.model.name = model;
   c.optim.name = optim;
   c.optim.lr = optim == "sgd" ? 0.05 : 1e-3;
@@ -47,7 +50,8 @@ inline TrainConfig config_for(const std::string& model, const std::string& optim
 
 struct RankOutcome {
   TrainResult result;
-  std::vector<torch::Tensor> params;
+  std::vector<torch::Tensor> initial;  // the parameters before the first step
+  std::vector<torch::Tensor> params;   // ... and after the last
 };
 
 // Runs `fn(comm)` on `world` local ranks and returns each rank's outcome.
@@ -68,18 +72,44 @@ inline RankOutcome train_once(const TrainConfig& c, comm::Communicator& comm, co
   Trainer trainer(c, comm, data);
   if (!resume_from.empty()) trainer.resume(resume_from);
   RankOutcome o;
+  for (auto& p : trainer.model().parameters()) o.initial.push_back(p.detach().clone());
   o.result = trainer.run();
   for (auto& p : trainer.model().parameters()) o.params.push_back(p.detach().clone());
   return o;
 }
 
-// Largest relative difference ||a - b|| / ||b|| over the parameter tensors.
-inline double max_relative_difference(const std::vector<torch::Tensor>& a,
-                                      const std::vector<torch::Tensor>& b) {
+// How far `got` ended from `want`, in units of how far `want` travelled from its start: the
+// largest ||got_i - want_i|| / ||want_i - initial_i|| over the parameter tensors i. Measured
+// against the distance travelled, not the parameters' size, so that an update that is wrong by
+// a fraction f shows as about f however small the learning rate or the run.
+inline double trajectory_difference(const RankOutcome& got, const RankOutcome& want) {
   double worst = 0;
-  for (std::size_t i = 0; i < a.size(); ++i)
-    worst = std::max(worst, ((a[i] - b[i]).norm() / b[i].norm()).item<double>());
+  for (std::size_t i = 0; i < got.params.size(); ++i) {
+    const auto travelled = (want.params[i] - want.initial[i]).norm().item<double>();
+    const auto apart = (got.params[i] - want.params[i]).norm().item<double>();
+    worst = std::max(worst, apart / travelled);
+  }
   return worst;
+}
+
+// What trajectory_difference may be between two runs that compute the same steps with sums in
+// another order (N partial batch sums and an all-reduce against one sum; another GEMM blocking
+// for another batch size). Derived for float64, where each rounding is at most u = 2^-53:
+// - one gradient element is a sum over at most the widest layer's 1024 inputs times the batch,
+//   and a sum of n terms in another order moves by at most n u of the terms' magnitude
+//   (Higham, "Accuracy and Stability of Numerical Algorithms", 4.2): with n = 16 x 1024, under
+//   2e-12 of the gradient's size, so under that share of each step;
+// - the shares of `steps` steps add up, and allow a further factor 1000 for the optimizer
+//   (Adam's division by sqrt(v) and momentum pass a relative change through at a few times its
+//   size) and for the trajectory's own sensitivity to where it has been over 20 steps.
+// At steps = 20 that is 3.6e-8. A wrong step is far above it: a rank's gradient dropped changes
+// each update by 1/N of it (trajectory_difference ~0.1 or more); a gradient averaged twice
+// moves SGD by (N - 1)/N and Adam, whose steps are scale-free, through its eps = 1e-8 next to
+// sqrt(v) ~ 1e-4, still by ~1e-5. In float32 (u = 6e-8) the same bound would be 2e-2: too
+// loose to see a wrong step under Adam, which is why these comparisons run in float64.
+inline double trajectory_tolerance(int steps) {
+  constexpr double u = 0x1p-53, widest_sum = 16.0 * 1024, optimizer_and_trajectory = 1000;
+  return widest_sum * u * steps * optimizer_and_trajectory;
 }
 
 }  // namespace distml::train::testing

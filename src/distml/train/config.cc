@@ -58,6 +58,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("train", "accumulate", 1, CONFIG_FIELD(train.accumulate)),
       K::int_key("train", "seed", 0, CONFIG_FIELD(train.seed)),
       K::int_key("train", "threads", 1, CONFIG_FIELD(train.threads)),
+      K::choice_key("train", "dtype", {"float32", "float64"}, CONFIG_FIELD(train.dtype)),
       K::int_key("train", "log_every", 1, CONFIG_FIELD(train.log_every)),
       K::int_key("train", "eval_every", 0, CONFIG_FIELD(train.eval_every)),
       K::int_key("train", "checkpoint_every", 0, CONFIG_FIELD(train.checkpoint_every)),

@@ -31,6 +31,7 @@ struct TrainLoopConfig {
   std::int64_t accumulate = 1;   // micro-steps per optimizer step (gradient accumulation)
   std::uint64_t seed = 1;
   std::int64_t threads = 1;           // intra-op threads per rank
+  std::string dtype = "float32";      // parameters and arithmetic: float32 | float64
   std::int64_t log_every = 50;        // steps between metric lines
   std::int64_t eval_every = 0;        // steps between evaluations (0: at the end of each epoch)
   std::int64_t checkpoint_every = 0;  // steps between checkpoints (0: only at the end)

@@ -57,13 +57,21 @@ nn::ModelOptions model_options(const TrainConfig& config, const TaskData& data) 
   return m;
 }
 
+torch::ScalarType scalar_type(const std::string& dtype) {
+  return dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+}
+
 // torch's default generator is process-wide: ranks that are threads of one process must not
 // draw from it at the same time, or their initial weights would depend on the interleaving.
-nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed) {
+// The weights are drawn in float32 and then converted, so both dtypes start from one model.
+nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed,
+                       torch::ScalarType dtype) {
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   torch::manual_seed(seed);
-  return nn::make_model(options);
+  auto model = nn::make_model(options);
+  model.module().to(dtype);
+  return model;
 }
 
 // Keys a resumed run may change: they steer the run, not the trajectory.
@@ -153,7 +161,7 @@ struct Trainer::State {
       : config(c),
         world(world),
         data(d),
-        model(seeded_model(model_options(c, d), c.train.seed)),
+        model(seeded_model(model_options(c, d), c.train.seed, scalar_type(c.train.dtype))),
         strategy(agreed_strategy(c, world)),
         comm(strategy->training_comm() ? *strategy->training_comm() : world),
         sampler(d.train.num_samples, comm.size(), comm.rank(),
@@ -184,7 +192,7 @@ struct Trainer::State {
       input = ids.narrow(1, 0, dim - 1);
       target = ids.narrow(1, 1, dim - 1).reshape(-1);
     } else {
-      input = x;
+      input = x.to(scalar_type(config.train.dtype));
       target = torch::from_blob(const_cast<std::int64_t*>(labels), {rows}, torch::kInt64);
     }
     auto logits = model.forward(input);
