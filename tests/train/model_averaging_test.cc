@@ -561,11 +561,11 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, GossipMixingTest, ::testing::Values(2, 3, 4
 // --- through the trainer -----------------------------------------------------------------------
 
 using testing::config_for;
-using testing::trajectory_difference;
-using testing::trajectory_tolerance;
 using testing::on_ranks;
 using testing::synthetic_images;
 using testing::train_once;
+using testing::trajectory_difference;
+using testing::trajectory_tolerance;
 
 TrainConfig small_mlp(const std::string& strategy, int batch, int steps) {
   auto c = config_for("mlp", "sgd", batch, steps);

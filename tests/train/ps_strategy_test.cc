@@ -17,11 +17,11 @@ namespace distml::train {
 namespace {
 
 using testing::config_for;
-using testing::trajectory_difference;
-using testing::trajectory_tolerance;
 using testing::on_ranks;
 using testing::synthetic_images;
 using testing::train_once;
+using testing::trajectory_difference;
+using testing::trajectory_tolerance;
 
 TrainConfig with_ps(TrainConfig c, int servers, const std::string& mode) {
   c.strategy.name = "ps";
@@ -30,12 +30,12 @@ TrainConfig with_ps(TrainConfig c, int servers, const std::string& mode) {
   return c;
 }
 
-struct Case {
+struct PsCase {
   std::string model;
   int workers, servers;
 };
 
-class PsBsp : public ::testing::TestWithParam<Case> {};
+class PsBsp : public ::testing::TestWithParam<PsCase> {};
 
 TEST_P(PsBsp, EqualsAllreduceOnTheWorkers) {
   const auto& [model, workers, servers] = GetParam();
@@ -64,8 +64,9 @@ TEST_P(PsBsp, EqualsAllreduceOnTheWorkers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(WorkersServers, PsBsp,
-                         ::testing::Values(Case{"mlp", 2, 1}, Case{"mlp", 4, 2}, Case{"mlp", 3, 2},
-                                           Case{"lenet5", 2, 1}, Case{"lenet5", 4, 2}),
+                         ::testing::Values(PsCase{"mlp", 2, 1}, PsCase{"mlp", 4, 2},
+                                           PsCase{"mlp", 3, 2}, PsCase{"lenet5", 2, 1},
+                                           PsCase{"lenet5", 4, 2}),
                          [](const auto& info) {
                            return info.param.model + "_" + std::to_string(info.param.workers) +
                                   "w_" + std::to_string(info.param.servers) + "s";

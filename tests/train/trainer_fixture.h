@@ -92,21 +92,41 @@ inline double trajectory_difference(const RankOutcome& got, const RankOutcome& w
   return worst;
 }
 
+// The trajectory comparisons' cases: both models, both optimizers, 2 to 4 ranks.
+struct TrajectoryCase {
+  std::string model, optim;
+  int world;
+};
+
+inline std::vector<TrajectoryCase> trajectory_cases() {
+  std::vector<TrajectoryCase> cases;
+  for (const char* model : {"mlp", "lenet5"})
+    for (const char* optim : {"sgd", "adam"})
+      for (int world : {2, 3, 4}) cases.push_back({model, optim, world});
+  return cases;
+}
+
+// "mlp_adam_np3": the test name of a case.
+inline std::string case_name(const TrajectoryCase& c) {
+  return c.model + "_" + c.optim + "_np" + std::to_string(c.world);
+}
+
 // What trajectory_difference may be between two runs that compute the same steps with sums in
 // another order (N partial batch sums and an all-reduce against one sum; another GEMM blocking
 // for another batch size). Derived for float64, where each rounding is at most u = 2^-53:
-// - one gradient element is a sum over at most the widest layer's 1024 inputs times the batch,
-//   and a sum of n terms in another order moves by at most n u of the terms' magnitude
-//   (Higham, "Accuracy and Stability of Numerical Algorithms", 4.2): with n = 16 x 1024, under
-//   2e-12 of the gradient's size, so under that share of each step;
-// - the shares of `steps` steps add up, and allow a further factor 1000 for the optimizer
-//   (Adam's division by sqrt(v) and momentum pass a relative change through at a few times its
-//   size) and for the trajectory's own sensitivity to where it has been over 20 steps.
-// At steps = 20 that is 3.6e-8. A wrong step is far above it: a rank's gradient dropped changes
-// each update by 1/N of it (trajectory_difference ~0.1 or more); a gradient averaged twice
-// moves SGD by (N - 1)/N and Adam, whose steps are scale-free, through its eps = 1e-8 next to
-// sqrt(v) ~ 1e-4, still by ~1e-5. In float32 (u = 6e-8) the same bound would be 2e-2: too
-// loose to see a wrong step under Adam, which is why these comparisons run in float64.
+// - a sum of n terms in another order moves by at most n u of the terms' magnitude (Higham,
+//   "Accuracy and Stability of Numerical Algorithms", 4.2). One step of the models here chains
+//   six such sums (forward and backward through three layers, each over at most 1024 terms) and
+//   one over the batch (at most 16 samples): with n = 16 x 1024 for all of them together, each
+//   gradient element moves by under 2e-12 of its terms' size, and each step by that share;
+// - the shares of `steps` steps add up; a further factor 1000 allows for the optimizer (Adam
+//   divides by sqrt(v), momentum carries errors forward) and for the trajectory's sensitivity
+//   to where it has been.
+// At steps = 20 that is 3.6e-8; correct runs measure about 1e-13. A wrong step is far above it:
+// a rank's gradient dropped changes each update by about 1/N (measured: 0.5 and more); a
+// gradient averaged twice changes SGD's by (N - 1)/N and even Adam's, whose steps are scale-free
+// but for eps = 1e-8 beside sqrt(v), by 1e-5 and more. In float32 (u = 6e-8) the same bound
+// would be 20, larger than any error, which is why these comparisons train in float64.
 inline double trajectory_tolerance(int steps) {
   constexpr double u = 0x1p-53, widest_sum = 16.0 * 1024, optimizer_and_trajectory = 1000;
   return widest_sum * u * steps * optimizer_and_trajectory;

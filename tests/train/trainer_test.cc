@@ -17,18 +17,13 @@ namespace {
 
 using data::testing::TempDir;
 using testing::config_for;
-using testing::trajectory_difference;
-using testing::trajectory_tolerance;
 using testing::on_ranks;
 using testing::synthetic_images;
 using testing::train_once;
+using testing::trajectory_difference;
+using testing::trajectory_tolerance;
 
-struct Case {
-  std::string model, optim;
-  int world;
-};
-
-class TrainerEquivalence : public ::testing::TestWithParam<Case> {};
+class TrainerEquivalence : public ::testing::TestWithParam<testing::TrajectoryCase> {};
 
 TEST_P(TrainerEquivalence, NRanksEqualOneRankOnTheNTimesBatch) {
   const auto& [model, optim, world] = GetParam();
@@ -49,16 +44,8 @@ TEST_P(TrainerEquivalence, NRanksEqualOneRankOnTheNTimesBatch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelsOptimizersWorlds, TrainerEquivalence,
-                         ::testing::Values(Case{"mlp", "sgd", 2}, Case{"mlp", "sgd", 3},
-                                           Case{"mlp", "sgd", 4}, Case{"mlp", "adam", 2},
-                                           Case{"mlp", "adam", 3}, Case{"mlp", "adam", 4},
-                                           Case{"lenet5", "sgd", 2}, Case{"lenet5", "sgd", 3},
-                                           Case{"lenet5", "sgd", 4}, Case{"lenet5", "adam", 2},
-                                           Case{"lenet5", "adam", 3}, Case{"lenet5", "adam", 4}),
-                         [](const auto& info) {
-                           return info.param.model + "_" + info.param.optim + "_np" +
-                                  std::to_string(info.param.world);
-                         });
+                         ::testing::ValuesIn(testing::trajectory_cases()),
+                         [](const auto& info) { return testing::case_name(info.param); });
 
 TEST(Trainer, BucketsAreReducedWhileBackwardStillRuns) {
   auto data = synthetic_images(64);

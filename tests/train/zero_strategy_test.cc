@@ -16,12 +16,12 @@ namespace distml::train {
 namespace {
 
 using testing::config_for;
-using testing::trajectory_difference;
-using testing::trajectory_tolerance;
 using testing::on_ranks;
 using testing::RankOutcome;
 using testing::synthetic_images;
 using testing::train_once;
+using testing::trajectory_difference;
+using testing::trajectory_tolerance;
 
 TrainConfig with_zero(TrainConfig c, int stage) {
   c.strategy.name = "zero";
@@ -53,12 +53,7 @@ Worst expect_equivalent(const std::vector<RankOutcome>& zero, const RankOutcome&
   return worst;
 }
 
-struct Case {
-  std::string model, optim;
-  int world;
-};
-
-class ZeroEquivalence : public ::testing::TestWithParam<Case> {};
+class ZeroEquivalence : public ::testing::TestWithParam<testing::TrajectoryCase> {};
 
 TEST_P(ZeroEquivalence, StagesOneAndTwoEqualAllreduceAndOneRankOnTheNTimesBatch) {
   const auto& [model, optim, world] = GetParam();
@@ -81,16 +76,8 @@ TEST_P(ZeroEquivalence, StagesOneAndTwoEqualAllreduceAndOneRankOnTheNTimesBatch)
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelsOptimizersWorlds, ZeroEquivalence,
-                         ::testing::Values(Case{"mlp", "sgd", 2}, Case{"mlp", "sgd", 3},
-                                           Case{"mlp", "sgd", 4}, Case{"mlp", "adam", 2},
-                                           Case{"mlp", "adam", 3}, Case{"mlp", "adam", 4},
-                                           Case{"lenet5", "sgd", 2}, Case{"lenet5", "sgd", 3},
-                                           Case{"lenet5", "sgd", 4}, Case{"lenet5", "adam", 2},
-                                           Case{"lenet5", "adam", 3}, Case{"lenet5", "adam", 4}),
-                         [](const auto& info) {
-                           return info.param.model + "_" + info.param.optim + "_np" +
-                                  std::to_string(info.param.world);
-                         });
+                         ::testing::ValuesIn(testing::trajectory_cases()),
+                         [](const auto& info) { return testing::case_name(info.param); });
 
 TEST(ZeroStrategy, GradientAccumulationEqualsTheReference) {
   const int batch = 4, steps = 20, world = 3, accumulate = 2;
@@ -184,7 +171,8 @@ std::pair<torch::Tensor, torch::Tensor> scalar_samples(int rank, int step) {
 
 torch::nn::Linear scalar_model() {
   torch::nn::Linear model(1, 1);
-  model->to(torch::kFloat64);  // see the tolerance in RanksThatOwnOnlyPaddingStillFollowTheReference
+  // float64: see the tolerance in RanksThatOwnOnlyPaddingStillFollowTheReference.
+  model->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
   model->weight.fill_(0.5);
   model->bias.fill_(-0.25);
