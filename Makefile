@@ -2,7 +2,7 @@
 BUILD ?= build
 NP ?= 2
 
-.PHONY: all setup build run test bench data format clean
+.PHONY: all setup build run test test-kernels bench data format clean
 
 all: build
 
@@ -16,14 +16,22 @@ build: setup $(BUILD)/build.ninja
 	@ninja -C $(BUILD)
 
 # The main job: LeNet-5 on MNIST with $(NP) ranks for one epoch; prints the test accuracy.
-run: build data
+# Builds the distml binary only, not the test suite.
+run: setup data $(BUILD)/build.ninja
+	@[ -x $(BUILD)/distml ] || echo "make run: building the distml binary (a first build takes about 10 minutes on 2 cores)"
+	@ninja -C $(BUILD) distml
 	$(BUILD)/distml train --config examples/mnist_lenet.toml --np $(NP)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
 
+# The whole suite under each CPU kernel choice of LibTorch and OpenBLAS (docs/testing.md).
+test-kernels: build
+	bash scripts/test_kernels.sh $(BUILD)
+
 # Collectives against raw MPI, training speed against PyTorch DDP, accuracy targets, classical
-# ML against scikit-learn, the strategy comparison, the deep RL targets (~2 h).
+# ML against scikit-learn (speed, and accuracy with every seed), the strategy comparison, the deep
+# RL targets (~2 h).
 bench: build data
 	bash bench/collectives.sh
 	bash bench/train_speed.sh
@@ -31,6 +39,7 @@ bench: build data
 	bash bench/strategies.sh
 	bash bench/rl.sh
 	/usr/bin/python3 bench/ml_speed.py
+	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full
 
 data: setup
 	@bash scripts/setup.sh --data
