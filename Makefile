@@ -18,7 +18,7 @@ build: setup $(BUILD)/build.ninja
 # The main job: LeNet-5 on MNIST with $(NP) ranks for one epoch; prints the test accuracy.
 # Builds the distml binary only, not the test suite.
 run: setup data $(BUILD)/build.ninja
-	@[ -x $(BUILD)/distml ] || echo "make run: building the distml binary (a first build takes about 10 minutes on 2 cores)"
+	@[ -x $(BUILD)/distml ] || echo "make run: building the distml binary (a first build takes about 5 minutes on 2 cores)"
 	@ninja -C $(BUILD) distml
 	$(BUILD)/distml train --config examples/mnist_lenet.toml --np $(NP)
 
