@@ -6,8 +6,8 @@
 #
 # After each build of TARGET, cmake/list_gtest_suites.cmake asks the binary for its tests
 # (--gtest_list_tests) and writes one add_test per suite, with --gtest_filter=SUITE.*, into a
-# file that ctest includes. The names are PREFIX + suite, e.g. "ModelsOptimizersWorlds/
-# TrainerEquivalence"; `ctest -R` selects them as before and the output names every case.
+# file that ctest includes. The names are PREFIX + suite, e.g. "train.ModelsOptimizersWorlds/
+# TrainerEquivalence"; `ctest -R train.` selects an area and the output names every case.
 set(DISTML_LIST_GTEST_SUITES ${CMAKE_CURRENT_LIST_DIR}/list_gtest_suites.cmake)
 
 function(distml_gtest_suites target)
