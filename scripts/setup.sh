@@ -13,7 +13,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libgloo-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
-  zlib1g-dev
+  zlib1g-dev libzip-dev  # gzip for IDX files; the zip container of .npz files
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   python3 procps jq  # the tests' JSON checks and process checks; jq for bench scripts

@@ -57,7 +57,7 @@ std::vector<torch::Tensor> train(Net net, comm::Communicator* comm, const Data& 
   int rank = 0, world = 1;
   if (comm) {
     strategy = std::make_unique<AllreduceStrategy>(*comm, options);
-    strategy->setup(*net);
+    strategy->setup(nn::tensors_of(*net));
     rank = comm->rank();
     world = comm->size();
   }
@@ -178,7 +178,7 @@ TEST(AllreduceStrategy, DifferentModelsAreACommErrorOnEveryRank) {
       model = torch::nn::Linear(4, 3).ptr();
     AllreduceStrategy strategy(comm);
     try {
-      strategy.setup(*model);
+      strategy.setup(nn::tensors_of(*model));
     } catch (const CommError& e) {
       std::lock_guard lock(mutex);
       errors[comm.rank()] = e.what();

@@ -191,7 +191,7 @@ TEST(Config, OutOfRangeNamesTheRange) {
 
 TEST(Config, NamesMustBeOneOfTheKnownChoices) {
   EXPECT_EQ(config_error("[data]\ndataset = \"imagenet\"\n"),
-            "x.toml: key 'data.dataset' must be one of mnist, fashion-mnist, csv, text, got "
+            "x.toml: key 'data.dataset' must be one of mnist, fashion-mnist, csv, text, npz, got "
             "\"imagenet\"");
   EXPECT_TRUE(contains(config_error("[model]\nname = \"vgg\"\n"), "one of mlp, lenet5"));
   EXPECT_EQ(config_error("[optim]\nschedule = \"linear\"\n"),

@@ -59,7 +59,7 @@ std::vector<Outcome> run(int workers, double alpha) {
       return seeded_net();
     }();
     AsyncEasgdStrategy strategy(comm, {.period = kPeriod, .alpha = alpha});
-    strategy.setup(*net);
+    strategy.setup(nn::tensors_of(*net));
     if (!strategy.trains()) {
       strategy.serve();
       return;

@@ -107,7 +107,7 @@ RankRun run_strategy(Strategy& strategy, const Net& init, const Data& d, comm::C
                      int steps) {
   Net net = copy_of(init);
   torch::optim::SGD opt(net->parameters(), sgd_options());
-  strategy.setup(*net);
+  strategy.setup(nn::tensors_of(*net));
   RankRun out;
   for (int k = 0; k < steps; ++k) {
     opt.zero_grad();
@@ -535,7 +535,7 @@ TEST_P(GossipMixingTest, OneCompleteMixingStepIsTheAllreduceAverage) {
     Net net = copy_of(init);
     torch::optim::SGD opt(net->parameters(), sgd_options());
     GossipStrategy strategy(comm, GossipTopology::complete);
-    strategy.setup(*net);
+    strategy.setup(nn::tensors_of(*net));
     {  // replicas apart, as after local steps
       torch::NoGradGuard no_grad;
       auto gen = torch::make_generator<at::CPUGeneratorImpl>(100 + comm.rank());

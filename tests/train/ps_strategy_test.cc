@@ -114,7 +114,7 @@ TEST(Ps, ASilentServerStopsItsWorkersByName) {
   comm::local::run_ranks(3, options, [&](comm::Communicator& comm) {
     torch::nn::Linear net(4, 2);
     PsStrategy strategy(comm, PsStrategyOptions{});
-    strategy.setup(*net);
+    strategy.setup(nn::tensors_of(*net));
     if (!strategy.trains()) return;  // the server never serves: as if it had died
     torch::optim::SGD opt(net->parameters(), 0.1);
     try {
@@ -139,7 +139,7 @@ TEST(Ps, ASilentWorkerStopsTheServerByName) {
   comm::local::run_ranks(2, options, [&](comm::Communicator& comm) {
     torch::nn::Linear net(4, 2);
     PsStrategy strategy(comm, PsStrategyOptions{});
-    strategy.setup(*net);
+    strategy.setup(nn::tensors_of(*net));
     if (strategy.trains()) return;  // the worker never pushes
     try {
       strategy.serve();

@@ -187,7 +187,7 @@ ScalarRun train_scalar_model(comm::Communicator& comm, int stage) {
   ZeroStrategyOptions options;
   options.stage = stage;
   ZeroStrategy strategy(comm, options);
-  strategy.setup(*model);
+  strategy.setup(nn::tensors_of(*model));
   ScalarRun run;
   for (int step = 0; step < kScalarSteps; ++step) {
     optimizer.zero_grad();

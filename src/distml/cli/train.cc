@@ -33,10 +33,21 @@ std::string hex(std::uint64_t v) {
   return text;
 }
 
-nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& data, int np) {
+// The test metrics that fit the loss: accuracy for classification, MSE and R^2 for
+// regression, the loss alone for a model's own loss.
+nlohmann::json test_metrics(const train::EvalMetrics& m, const std::string& loss) {
+  nlohmann::json j = {{"test_loss", m.loss}};
+  if (loss == "cross_entropy" || loss == "bce_with_logits") j["test_accuracy"] = m.accuracy;
+  if (loss == "mse") {
+    j["test_mse"] = m.mse;
+    j["test_r2"] = m.r2;
+  }
+  return j;
+}
+
+nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& data,
+                         const std::string& loss, int np) {
   nlohmann::json j = {{"event", "done"},
-                      {"test_accuracy", r.test.accuracy},
-                      {"test_loss", r.test.loss},
                       {"steps", r.steps},
                       {"global_step", r.global_step},
                       {"steps_per_sec", r.steps_per_sec},
@@ -50,15 +61,21 @@ nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& dat
                       {"param_checksum", hex(r.param_checksum)},
                       {"np", np},
                       {"wall_s", r.wall_s}};
+  j.update(test_metrics(r.test, loss));
   if (data.kind == train::TaskKind::language_model) j["test_perplexity"] = r.test.perplexity;
   j.update(r.strategy_report);
   return j;
 }
 
-void print_summary(const train::TrainResult& r, const train::TaskData& data) {
+void print_summary(const train::TrainResult& r, const train::TaskData& data,
+                   const std::string& loss) {
   if (data.kind == train::TaskKind::language_model)
     std::printf("test perplexity %.3f (loss %.4f, character accuracy %.2f%%)", r.test.perplexity,
                 r.test.loss, 100 * r.test.accuracy);
+  else if (loss == "mse")
+    std::printf("test MSE %.5g, R^2 %.4f", r.test.mse, r.test.r2);
+  else if (loss == "model")
+    std::printf("test loss %.5g", r.test.loss);
   else
     std::printf("test accuracy %.2f%% (loss %.4f)", 100 * r.test.accuracy, r.test.loss);
   std::printf(
@@ -80,8 +97,9 @@ void print_event(EventPrinter& printer, const nlohmann::json& e) {
         e["lr"].get<double>(), e["samples_per_sec"].get<double>(), e["comm_time_s"].get<double>(),
         100 * e["overlap_fraction"].get<double>());
   else if (kind == "eval")
-    std::printf("step %lld  test loss %.4f  test accuracy %.2f%%\n", e["step"].get<long long>(),
-                e["test_loss"].get<double>(), 100 * e["test_accuracy"].get<double>());
+    std::printf("step %lld  test loss %.4f  test accuracy %.2f%%  test R^2 %.4f\n",
+                e["step"].get<long long>(), e["test_loss"].get<double>(),
+                100 * e["test_accuracy"].get<double>(), e["test_r2"].get<double>());
   else if (kind == "checkpoint")
     std::printf("step %lld  checkpoint %s\n", e["step"].get<long long>(),
                 e["path"].get<std::string>().c_str());
@@ -102,9 +120,9 @@ void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::C
   printer->finish();
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (o.json)
-    std::cout << done_line(result, data, comm.size()).dump() << std::endl;
+    std::cout << done_line(result, data, config.train.loss, comm.size()).dump() << std::endl;
   else
-    print_summary(result, data);
+    print_summary(result, data, config.train.loss);
 }
 
 void run(TrainOptions o, int argc, char** argv) {

@@ -33,16 +33,27 @@ Batch PrefetchLoader::assemble(const std::vector<std::size_t>& indices,
   b.feature_dim = dim;
   b.indices = indices;
   b.position = position;
+  const bool targets = dataset_.has_float_targets();
+  const std::size_t tdim = dataset_.target_dim;
   b.features.resize(b.size * dim);
-  b.labels.resize(b.size);
+  if (targets)
+    b.targets.resize(b.size * tdim);
+  else
+    b.labels.resize(b.size);
   for (std::size_t k = 0; k < b.size; ++k) {
     const std::size_t i = indices[k];
-    if ((i + 1) * dim > dataset_.features.size() || i >= dataset_.labels.size())
+    const bool has_y = targets ? (i + 1) * tdim <= dataset_.targets.size()
+                               : i < dataset_.labels.size();
+    if ((i + 1) * dim > dataset_.features.size() || !has_y)
       throw DataError(cat("PrefetchLoader: sample ", i, " lies outside the dataset's ",
-                          dataset_.features.size(), " features and ", dataset_.labels.size(),
-                          " labels (feature_dim ", dim, ")"));
+                          dataset_.features.size(), " features and ",
+                          targets ? dataset_.targets.size() : dataset_.labels.size(),
+                          targets ? " targets" : " labels", " (feature_dim ", dim, ")"));
     std::copy_n(dataset_.row(i), dim, b.features.begin() + k * dim);
-    b.labels[k] = dataset_.labels[i];
+    if (targets)
+      std::copy_n(dataset_.targets.begin() + i * tdim, tdim, b.targets.begin() + k * tdim);
+    else
+      b.labels[k] = dataset_.labels[i];
   }
   return b;
 }

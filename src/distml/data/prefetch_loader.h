@@ -17,12 +17,14 @@
 
 namespace distml::data {
 
-/// One rank's batch: features row-major [size x feature_dim], labels [size].
+/// One rank's batch: features row-major [size x feature_dim], and labels [size] or targets
+/// [size x target_dim], as the dataset has them.
 struct Batch {
   std::size_t size = 0;
   std::size_t feature_dim = 0;
   std::vector<float> features;
   std::vector<std::int64_t> labels;
+  std::vector<float> targets;
   std::vector<std::size_t> indices;  // dataset rows, in batch order
   SamplerPosition position;          // where the sampler was before this batch
 };

@@ -1,5 +1,8 @@
 #include "distml/nn/model_registry.h"
 
+#include <torch/script.h>
+
+#include <filesystem>
 #include <utility>
 
 #include "distml/core/error.h"
@@ -9,12 +12,121 @@
 #include "distml/nn/resnet20.h"
 
 namespace distml::nn {
+namespace {
+
+template <class Slots>
+torch::OrderedDict<std::string, torch::Tensor> ordered(const Slots& slots) {
+  torch::OrderedDict<std::string, torch::Tensor> out;
+  for (const auto& slot : slots) out.insert(slot.name, slot.value);
+  return out;
+}
+
+// The user's module, with a forward that distml can call.
+Model load_torchscript(const std::string& path) {
+  if (path.empty())
+    throw ConfigError("model.path must name the TorchScript file for model.name = \"torchscript\"");
+  if (!std::filesystem::exists(path))
+    throw DataError(cat(path, ": no such TorchScript file (model.path)"));
+  torch::jit::Module module;
+  try {
+    module = torch::jit::load(path);
+  } catch (const std::exception& e) {
+    throw DataError(cat(path, ": not a TorchScript module that torch.jit.load reads: ",
+                        std::string(e.what()).substr(0, 400)));
+  }
+  const auto method = module.find_method("forward");
+  if (!method)
+    throw DataError(cat(path, ": the TorchScript module has no forward method"));
+  const auto inputs = method->function().getSchema().arguments().size() - 1;  // minus self
+  if (inputs != 1 && inputs != 2)
+    throw DataError(cat(path, ": forward takes ", inputs,
+                        " inputs; distml calls forward(x) or forward(x, y) -> loss"));
+  return Model("torchscript", module);
+}
+
+}  // namespace
 
 Model::Model(std::string name, torch::nn::AnyModule module)
-    : name_(std::move(name)), module_(std::move(module)) {}
+    : name_(std::move(name)), native_(std::move(module)) {}
+
+Model::Model(std::string name, const torch::jit::Module& module)
+    : name_(std::move(name)), script_(std::make_shared<torch::jit::Module>(module)) {}
+
+Model::~Model() = default;
+Model::Model(const Model&) = default;
+Model& Model::operator=(const Model&) = default;
+
+torch::Tensor Model::forward(const torch::Tensor& input) {
+  if (!script_) return native_.forward(input);
+  if (takes_target())
+    throw UsageError("this TorchScript model's forward takes (x, y) and returns a loss: "
+                     "train it with train.loss = \"model\"");
+  return script_->forward({input}).toTensor();
+}
+
+torch::Tensor Model::forward_loss(const torch::Tensor& input, const torch::Tensor& target) {
+  if (!takes_target())
+    throw UsageError(cat("train.loss = \"model\" needs a TorchScript model whose forward takes ",
+                         "(x, y) and returns the loss; model '", name_, "' takes (x)"));
+  return script_->forward({input, target}).toTensor();
+}
+
+bool Model::takes_target() const {
+  return script_ && script_->get_method("forward").function().getSchema().arguments().size() == 3;
+}
+
+std::vector<torch::Tensor> Model::parameters() const {
+  if (!script_) return native_.ptr()->parameters();
+  std::vector<torch::Tensor> out;
+  for (const auto& p : script_->parameters()) out.push_back(p);
+  return out;
+}
+
+torch::OrderedDict<std::string, torch::Tensor> Model::named_parameters() const {
+  return script_ ? ordered(script_->named_parameters()) : native_.ptr()->named_parameters();
+}
+
+torch::OrderedDict<std::string, torch::Tensor> Model::named_buffers() const {
+  return script_ ? ordered(script_->named_buffers()) : native_.ptr()->named_buffers();
+}
+
+ModelTensors Model::tensors() const {
+  ModelTensors t;
+  for (const auto& p : named_parameters()) {
+    t.parameter_names.push_back(p.key());
+    t.parameters.push_back(p.value());
+  }
+  for (const auto& b : named_buffers()) {
+    t.buffer_names.push_back(b.key());
+    t.buffers.push_back(b.value());
+  }
+  return t;
+}
+
+void Model::train(bool on) {
+  if (script_)
+    script_->train(on);
+  else
+    native_.ptr()->train(on);
+}
+
+void Model::to(torch::ScalarType dtype) {
+  if (script_)
+    script_->to(dtype);
+  else
+    native_.ptr()->to(dtype);
+}
+
+void Model::save_script(std::ostream& out) const {
+  if (!script_)
+    throw UsageError(cat("model '", name_, "' is built in, not TorchScript: only a model.name = ",
+                         "\"torchscript\" model can be exported as a module"));
+  script_->save(out);
+}
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "lenet5", "resnet20", "char_lstm"};
+  static const std::vector<std::string> names = {"mlp", "lenet5", "resnet20", "char_lstm",
+                                                 "torchscript"};
   return names;
 }
 
@@ -33,6 +145,7 @@ Model make_model(const ModelOptions& options) {
     return Model(name, torch::nn::AnyModule(CharLstm(options.vocab_size, options.embedding_dim,
                                                      options.hidden_size, options.lstm_layers)));
   }
+  if (name == "torchscript") return load_torchscript(options.path);
   std::string valid;
   for (const std::string& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;
   throw ConfigError(cat("unknown model '", name, "'; valid models: ", valid));

@@ -1,5 +1,6 @@
-// The model zoo's entry point: builds a model by name from ModelOptions, so that trainers,
-// benchmarks and the CLI pick architectures from config without knowing the module types.
+// The model zoo's entry point: builds a model by name from ModelOptions, or loads the user's
+// TorchScript module, so that trainers, benchmarks and the CLI pick architectures from config
+// without knowing the module types.
 #pragma once
 
 #include <torch/nn/module.h>
@@ -8,53 +9,82 @@
 
 #include <cstdint>
 #include <string>
+#include <iosfwd>
+#include <memory>
 #include <vector>
+
+#include "distml/nn/model_tensors.h"
+
+namespace torch::jit {
+struct Module;
+}
 
 namespace distml::nn {
 
 /// What to build. Only the fields the named model reads matter; the rest keep their defaults.
 /// Fill it with designated initialisers: `ModelOptions{.name = "lenet5"}`.
 struct ModelOptions {
-  std::string name;                                            // mlp, lenet5, resnet20, char_lstm
+  std::string name;  // mlp, lenet5, resnet20, char_lstm, torchscript
+  std::string path;  // torchscript: the file torch.jit.save wrote
   std::vector<int64_t> mlp_layers = {784, 1024, 512, 10};      // mlp: widths, input first
   int64_t in_channels = 1, image_size = 28, num_classes = 10;  // lenet5, resnet20
   int64_t vocab_size = 0, embedding_dim = 64, hidden_size = 256, lstm_layers = 1;  // char_lstm
 };
 
-/// A built model: one torch::nn::Module behind a Tensor -> Tensor forward.
+/// A built model: a built-in torch::nn module, or a TorchScript module, behind one interface.
 /// Copies share the same module (like torch::nn::ModuleHolder); build another model with the
-/// same seed for an independent replica.
+/// same seed (or load the file again) for an independent replica.
 class Model {
  public:
+  /// A built-in model.
   Model(std::string name, torch::nn::AnyModule module);
+  /// A TorchScript module whose forward takes (x) and returns predictions, or takes (x, y) and
+  /// returns a scalar loss (takes_target()).
+  Model(std::string name, const torch::jit::Module& module);
+  ~Model();
+  Model(const Model&);
+  Model& operator=(const Model&);
 
   /// Image models take [B, C, H, W] or flattened [B, C*H*W] floats and return [B, classes];
-  /// char_lstm takes [B, T] int64 and returns [B, T, vocab] logits.
-  torch::Tensor forward(const torch::Tensor& input) { return module_.forward(input); }
+  /// char_lstm takes [B, T] int64 and returns [B, T, vocab] logits; a TorchScript model takes
+  /// what its forward declares.
+  torch::Tensor forward(const torch::Tensor& input);
+  /// A TorchScript model's forward(x, y): its own scalar loss.
+  torch::Tensor forward_loss(const torch::Tensor& input, const torch::Tensor& target);
+  /// True for a TorchScript module whose forward takes (x, y).
+  bool takes_target() const;
 
-  /// The underlying module, for optimizers, to(device), train()/eval(), serialisation.
-  torch::nn::Module& module() const { return *module_.ptr(); }
-  std::vector<torch::Tensor> parameters() const { return module().parameters(); }
-  torch::OrderedDict<std::string, torch::Tensor> named_parameters() const {
-    return module().named_parameters();
-  }
+  std::vector<torch::Tensor> parameters() const;
+  torch::OrderedDict<std::string, torch::Tensor> named_parameters() const;
   /// Non-trainable state that replicas must also agree on (BatchNorm running statistics).
-  torch::OrderedDict<std::string, torch::Tensor> named_buffers() const {
-    return module().named_buffers();
-  }
+  torch::OrderedDict<std::string, torch::Tensor> named_buffers() const;
+  /// Both of the above, as the strategies take them.
+  ModelTensors tensors() const;
+
+  /// Training mode (BatchNorm uses batch statistics, dropout is on) or evaluation mode.
+  void train(bool on = true);
+  void to(torch::ScalarType dtype);
+
+  /// True for a TorchScript model; only those can be saved as TorchScript.
+  bool is_script() const { return script_ != nullptr; }
+  /// Writes the TorchScript module with its current weights (UsageError for a built-in model).
+  void save_script(std::ostream& out) const;
+
   const std::string& name() const { return name_; }
 
  private:
   std::string name_;
-  torch::nn::AnyModule module_;
+  torch::nn::AnyModule native_;                // a built-in model, else empty
+  std::shared_ptr<torch::jit::Module> script_;  // a TorchScript model, else null
 };
 
 /// The names make_model accepts, in the order error messages list them.
 const std::vector<std::string>& model_names();
 
 /// Builds the named model with torch's default generator, so `torch::manual_seed(s)` before
-/// the call makes the weights reproducible. Throws ConfigError for an unknown name or an
-/// option the model cannot use (the message says which).
+/// the call makes the weights reproducible; "torchscript" loads options.path (its weights are
+/// those in the file). Throws ConfigError for an unknown name or an option the model cannot
+/// use, DataError for a TorchScript file that is missing or unreadable (the message says which).
 Model make_model(const ModelOptions& options);
 
 }  // namespace distml::nn

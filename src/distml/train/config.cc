@@ -22,7 +22,7 @@ const std::vector<std::string>& strategy_names() {
 std::vector<config::KeySpec<TrainConfig>> key_specs() {
   using K = config::Keys<TrainConfig>;
   return {
-      K::choice_key("data", "dataset", {"mnist", "fashion-mnist", "csv", "text"},
+      K::choice_key("data", "dataset", {"mnist", "fashion-mnist", "csv", "text", "npz"},
                     CONFIG_FIELD(data.dataset)),
       K::string_key("data", "path", CONFIG_FIELD(data.path)),
       K::string_key("data", "test_path", CONFIG_FIELD(data.test_path)),
@@ -31,6 +31,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("data", "seq_len", 1, CONFIG_FIELD(data.seq_len)),
 
       K::choice_key("model", "name", nn::model_names(), CONFIG_FIELD(model.name)),
+      K::string_key("model", "path", CONFIG_FIELD(model.path)),
       K::int_list_key("model", "layers", 2, 1, CONFIG_FIELD(model.mlp_layers)),
       K::int_key("model", "embedding_dim", 1, CONFIG_FIELD(model.embedding_dim)),
       K::int_key("model", "hidden_size", 1, CONFIG_FIELD(model.hidden_size)),
@@ -59,11 +60,14 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("train", "seed", 0, CONFIG_FIELD(train.seed)),
       K::int_key("train", "threads", 1, CONFIG_FIELD(train.threads)),
       K::choice_key("train", "dtype", {"float32", "float64"}, CONFIG_FIELD(train.dtype)),
+      K::choice_key("train", "loss", {"cross_entropy", "mse", "bce_with_logits", "model"},
+                    CONFIG_FIELD(train.loss)),
       K::int_key("train", "log_every", 1, CONFIG_FIELD(train.log_every)),
       K::int_key("train", "eval_every", 0, CONFIG_FIELD(train.eval_every)),
       K::int_key("train", "checkpoint_every", 0, CONFIG_FIELD(train.checkpoint_every)),
       K::string_key("train", "checkpoint_dir", CONFIG_FIELD(train.checkpoint_dir)),
       K::string_key("train", "export", CONFIG_FIELD(train.export_path)),
+      K::string_key("train", "export_module", CONFIG_FIELD(train.export_module)),
       K::float_key("train", "timeout_s", config::kPositive, CONFIG_FIELD(train.timeout_s)),
       K::int_key("train", "slow_rank", -1, CONFIG_FIELD(train.slow_rank)),
       K::float_key("train", "slow_factor", config::kAtLeastOne, CONFIG_FIELD(train.slow_factor)),
@@ -102,6 +106,10 @@ void check_consistency(const TrainConfig& c) {
   if (c.optim.nesterov && !(c.optim.momentum > 0))
     throw ConfigError(cat(c.source, ": optim.nesterov = true needs optim.momentum > 0, got ",
                           config::format_float(c.optim.momentum)));
+  if (!c.train.export_module.empty() && c.model.name != "torchscript")
+    throw ConfigError(cat(c.source, ": train.export_module writes a TorchScript module, which only ",
+                          "model.name = \"torchscript\" has; use train.export for the weights of \"",
+                          c.model.name, "\""));
   if (c.strategy.stage > 2)
     throw ConfigError(
         cat(c.source, ": strategy.stage: expected 1 or 2 (ZeRO stages), got ", c.strategy.stage));

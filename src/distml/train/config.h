@@ -15,11 +15,11 @@
 namespace distml::train {
 
 struct DataConfig {
-  std::string dataset = "mnist";  // mnist | fashion-mnist | csv | text
+  std::string dataset = "mnist";  // mnist | fashion-mnist | csv | text | npz
   std::string path;               // mnist/fashion-mnist: folder (default data/<dataset>);
-                                  // csv: the training file; text: the corpus file
-  std::string test_path;          // csv: test file (else test_fraction of `path`)
-  double test_fraction = 0.1;     // csv, text: held-out share when there is no test file
+                                  // csv, npz: the training file; text: the corpus file
+  std::string test_path;          // csv, npz: test file (else test_fraction of `path`)
+  double test_fraction = 0.1;     // csv, text, npz: held-out share when there is no test file
   std::string label;              // csv: label column name (default: last column)
   std::int64_t seq_len = 64;      // text: characters per training window
 };
@@ -32,11 +32,13 @@ struct TrainLoopConfig {
   std::uint64_t seed = 1;
   std::int64_t threads = 1;           // intra-op threads per rank
   std::string dtype = "float32";      // parameters and arithmetic: float32 | float64
+  std::string loss = "cross_entropy";  // cross_entropy | mse | bce_with_logits | model
   std::int64_t log_every = 50;        // steps between metric lines
   std::int64_t eval_every = 0;        // steps between evaluations (0: at the end of each epoch)
   std::int64_t checkpoint_every = 0;  // steps between checkpoints (0: only at the end)
   std::string checkpoint_dir;         // empty: no checkpoints
   std::string export_path;            // final weights as a torch.load-able name -> tensor file
+  std::string export_module;          // TorchScript models: the trained module, torch.jit.load-able
   double timeout_s = 300;             // deadline of every collective
   std::int64_t slow_rank = -1;        // straggler experiments: this rank's compute is slowed
   double slow_factor = 1;             // ... by this factor (it sleeps (factor - 1) x its compute)

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distml/comm/communicator.h"
+#include "distml/nn/model_tensors.h"
 
 namespace distml::train {
 
@@ -43,7 +44,7 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   /// Collective, once before training: makes every replica start from the same state.
-  virtual void setup(torch::nn::Module& model) = 0;
+  virtual void setup(const nn::ModelTensors& model) = 0;
   /// Called before each backward; `sync` is false on the micro-steps of gradient
   /// accumulation that must not communicate.
   virtual void before_backward(bool sync) = 0;

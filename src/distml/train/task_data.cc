@@ -5,8 +5,10 @@
 #include <filesystem>
 #include <map>
 
+#include "distml/comm/block_range.h"
 #include "distml/core/error.h"
 #include "distml/data/csv_reader.h"
+#include "distml/data/npz_reader.h"
 #include "distml/data/idx_reader.h"
 #include "distml/data/permutation.h"
 #include "distml/data/text_corpus.h"
@@ -144,14 +146,76 @@ TaskData load_text_task(const DataConfig& c) {
   return t;
 }
 
+// A dataset's shape and row count, without its rows.
+data::Dataset npz_shape(const data::NpzLayout& layout, std::size_t rows) {
+  data::Dataset d;
+  d.num_samples = rows;
+  d.feature_dim = layout.x.row_elements();
+  d.sample_shape.assign(layout.x.shape.begin() + 1, layout.x.shape.end());
+  if (d.sample_shape.empty()) d.sample_shape = {1};
+  if (layout.float_targets()) {
+    d.target_dim = layout.y.row_elements();
+    d.target_shape.assign(layout.y.shape.begin() + 1, layout.y.shape.end());
+  }
+  return d;
+}
+
+// Checks the arrays of the train (and test) file now, on every rank alike; the rows are read
+// by each rank's shard().
+TaskData load_npz_task(const DataConfig& c) {
+  if (c.path.empty())
+    throw ConfigError("data.path must name the .npz file for data.dataset = \"npz\"");
+  const auto layout = data::npz_layout(c.path);
+  const std::size_t n = layout.x.rows();
+  std::size_t n_train = n, test_begin = 0, n_test = 0;
+  std::string test_file = c.path;
+  if (c.test_path.empty()) {
+    n_test = held_out(n, c.test_fraction, c.path);
+    n_train = test_begin = n - n_test;
+  } else {
+    test_file = c.test_path;
+    const auto test = data::npz_layout(c.test_path);
+    if (test.x.row_elements() != layout.x.row_elements() ||
+        test.float_targets() != layout.float_targets() ||
+        test.y.row_elements() != layout.y.row_elements())
+      throw DataError(cat(c.test_path, ": arrays 'x' and 'y' have other row shapes or target kind "
+                                       "than those of ", c.path));
+    n_test = test.x.rows();
+  }
+  TaskData t;
+  t.train = npz_shape(layout, n_train);
+  t.test = npz_shape(layout, n_test);
+  if (!layout.float_targets()) {  // the classes: every id in the training file
+    for (auto id : data::NpzFile(c.path).read_ints("y", 0, n)) {
+      if (id < 0)
+        throw DataError(cat(c.path, ": array 'y' holds class id ", id, "; ids start at 0"));
+      t.num_classes = std::max(t.num_classes, id + 1);
+    }
+  }
+  t.shard = [c, test_file, n_train, test_begin, n_test, t](int rank, int ranks) {
+    TaskData s = t;
+    s.shard = nullptr;
+    s.is_shard = true;
+    // Every rank trains on as many rows: the n_train mod ranks left over are not read.
+    const auto train = comm::block_range(n_train, ranks, rank);
+    s.train = data::read_npz_rows(c.path, train.begin, train.begin + n_train / ranks);
+    const auto test = comm::block_range(n_test, ranks, rank);
+    s.test = data::read_npz_rows(test_file, test_begin + test.begin, test_begin + test.end);
+    if (t.num_classes > 0) check_labels(s.test, t.num_classes, test_file);
+    return s;
+  };
+  return t;
+}
+
 }  // namespace
 
 TaskData load_task_data(const DataConfig& config, std::uint64_t seed) {
   if (config.dataset == "mnist" || config.dataset == "fashion-mnist") return load_idx_task(config);
   if (config.dataset == "csv") return load_csv_task(config, seed);
   if (config.dataset == "text") return load_text_task(config);
-  throw ConfigError(
-      cat("data.dataset must be mnist, fashion-mnist, csv or text, got '", config.dataset, "'"));
+  if (config.dataset == "npz") return load_npz_task(config);
+  throw ConfigError(cat("data.dataset must be mnist, fashion-mnist, csv, text or npz, got '",
+                        config.dataset, "'"));
 }
 
 }  // namespace distml::train

@@ -1,20 +1,20 @@
 #include "distml/train/trainer.h"
 
-#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include <chrono>
 #include <filesystem>
 #include <mutex>
-#include <set>
 #include <sstream>
 #include <thread>
 
 #include "distml/comm/block_range.h"
+#include "distml/core/atomic_file.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/data/prefetch_loader.h"
 #include "distml/data/sharded_sampler.h"
+#include "distml/train/checkpoint_contents.h"
 #include "distml/train/checkpoint_file.h"
 #include "distml/train/optimizer_factory.h"
 #include "distml/train/strategies/replicas.h"
@@ -37,7 +37,13 @@ nn::ModelOptions model_options(const TrainConfig& config, const TaskData& data) 
     m.vocab_size = data.num_classes;
     return m;
   }
-  m.num_classes = data.num_classes;
+  // What the model outputs: a logit per class, or one value per float target (one for mse or
+  // bce_with_logits over class ids).
+  const bool per_class = config.train.loss == "cross_entropy";
+  const auto outputs =
+      per_class ? data.num_classes
+                : std::max<std::int64_t>(1, static_cast<std::int64_t>(data.train.target_dim));
+  m.num_classes = outputs;
   const auto& shape = data.train.sample_shape;
   if (shape.size() == 2) {
     m.in_channels = 1;
@@ -48,11 +54,11 @@ nn::ModelOptions model_options(const TrainConfig& config, const TaskData& data) 
   }
   if (m.name == "mlp") {
     const auto features = static_cast<std::int64_t>(data.train.feature_dim);
-    if (m.mlp_layers.front() != features || m.mlp_layers.back() != data.num_classes)
+    if (m.mlp_layers.front() != features || m.mlp_layers.back() != outputs)
       throw ConfigError(cat(config.source, ": model.layers must start with the ", features,
-                            " input features and end with the ", data.num_classes,
-                            " classes of the data, got ", m.mlp_layers.front(), " ... ",
-                            m.mlp_layers.back()));
+                            " input features and end with the ", outputs,
+                            per_class ? " classes of the data" : " outputs train.loss compares",
+                            ", got ", m.mlp_layers.front(), " ... ", m.mlp_layers.back()));
   }
   return m;
 }
@@ -70,44 +76,8 @@ nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed,
   std::lock_guard lock(mutex);
   torch::manual_seed(seed);
   auto model = nn::make_model(options);
-  model.module().to(dtype);
+  model.to(dtype);
   return model;
-}
-
-// Keys a resumed run may change: they steer the run, not the trajectory.
-bool steers_the_run_only(const std::string& key) {
-  static const std::set<std::string> keys = {
-      "train.epochs",     "train.max_steps",        "train.log_every",
-      "train.eval_every", "train.checkpoint_every", "train.checkpoint_dir",
-      "train.export",     "train.timeout_s",        "train.threads"};
-  return keys.contains(key);
-}
-
-// "key = value" lines of a canonical text that differ between two configs, run keys aside.
-std::vector<std::string> trajectory_differences(const std::string& saved, const std::string& now) {
-  auto lines = [](const std::string& text) {
-    std::vector<std::string> out;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) out.push_back(line);
-    return out;
-  };
-  auto a = lines(saved), b = lines(now);
-  std::vector<std::string> diffs;
-  for (std::size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
-    const std::string x = i < a.size() ? a[i] : "", y = i < b.size() ? b[i] : "";
-    if (x == y || steers_the_run_only(y.substr(0, y.find(' ')))) continue;
-    diffs.push_back(cat("checkpoint has '", x, "', this run '", y, "'"));
-  }
-  return diffs;
-}
-
-torch::Tensor bytes_tensor(const std::string& s) {
-  auto t = torch::empty({static_cast<std::int64_t>(s.size())}, torch::kUInt8);
-  std::memcpy(t.data_ptr(), s.data(), s.size());
-  return t;
-}
-std::string tensor_bytes(const torch::Tensor& t) {
-  return {static_cast<const char*>(t.data_ptr()), static_cast<std::size_t>(t.numel())};
 }
 
 }  // namespace
@@ -143,16 +113,38 @@ std::unique_ptr<Strategy> agreed_strategy(const TrainConfig& config, comm::Commu
   return make_strategy(config, world);
 }
 
+// The rows this rank trains and evaluates on: all of them, or for data read in part (npz)
+// its own block, read into `storage`. A rank that does not train reads none.
+const TaskData& rows_for(const TaskData& data, const Strategy& strategy, comm::Communicator& comm,
+                         TaskData& storage) {
+  if (!data.shard || !strategy.trains()) return data;
+  storage = data.shard(comm.rank(), comm.size());
+  return storage;
+}
+
+// Data held whole is cut from one global order (sharded_sampler.h); a rank's own block of
+// rows is shuffled on its own, by a seed of its own.
+data::ShardedSampler sampler_for(const TaskData& data, const TrainConfig& c,
+                                 comm::Communicator& comm) {
+  const auto per_step = static_cast<std::size_t>(c.train.batch_size * c.train.accumulate);
+  if (data.is_shard)
+    return {data.train.num_samples, 1, 0, per_step,
+            c.train.seed ^ (0x9E3779B97F4A7C15ull * (comm.rank() + 1)), true};
+  return {data.train.num_samples, comm.size(), comm.rank(), per_step, c.train.seed, true};
+}
+
 }  // namespace
 
 struct Trainer::State {
   TrainConfig config;
   comm::Communicator& world;  // every rank of the run
-  const TaskData& data;
   nn::Model model;
   std::unique_ptr<Strategy> strategy;
   comm::Communicator& comm;  // the ranks that train (all of them but a parameter server's)
+  TaskData own_rows;         // this rank's rows, for data read in part
+  const TaskData& data;      // the rows this rank uses: `own_rows` or the shared data
   data::ShardedSampler sampler;
+  Objective objective;
   double base_lr;
   std::unique_ptr<torch::optim::Optimizer> optimizer;
   std::int64_t global_step = 0;
@@ -160,12 +152,12 @@ struct Trainer::State {
   State(const TrainConfig& c, comm::Communicator& world, const TaskData& d)
       : config(c),
         world(world),
-        data(d),
         model(seeded_model(model_options(c, d), c.train.seed, scalar_type(c.train.dtype))),
         strategy(agreed_strategy(c, world)),
         comm(strategy->training_comm() ? *strategy->training_comm() : world),
-        sampler(d.train.num_samples, comm.size(), comm.rank(),
-                c.train.batch_size * c.train.accumulate, c.train.seed, /*drop_last=*/true),
+        data(rows_for(d, *strategy, comm, own_rows)),
+        sampler(sampler_for(data, c, comm)),
+        objective(c, d, model),
         base_lr(c.scale_lr ? linearly_scaled_lr(c.optim.lr, comm.size()) : c.optim.lr),
         optimizer(make_optimizer(model.parameters(), c.optim)) {}
 
@@ -173,36 +165,6 @@ struct Trainer::State {
     return config.train.max_steps > 0
                ? config.train.max_steps
                : config.train.epochs * static_cast<std::int64_t>(sampler.steps_per_epoch());
-  }
-
-  // Cross-entropy of a batch: summed (for evaluation) or mean (for training), and the number
-  // of correct predictions.
-  struct Loss {
-    torch::Tensor value;
-    std::int64_t correct = 0, count = 0;
-  };
-  Loss loss_of(const float* features, const std::int64_t* labels, std::int64_t rows,
-               torch::nn::functional::CrossEntropyFuncOptions::reduction_t reduction,
-               bool count_correct) {
-    const auto dim = static_cast<std::int64_t>(data.train.feature_dim);
-    auto x = torch::from_blob(const_cast<float*>(features), {rows, dim}, torch::kFloat32);
-    torch::Tensor input, target;
-    if (data.kind == TaskKind::language_model) {
-      auto ids = x.to(torch::kInt64);
-      input = ids.narrow(1, 0, dim - 1);
-      target = ids.narrow(1, 1, dim - 1).reshape(-1);
-    } else {
-      input = x.to(scalar_type(config.train.dtype));
-      target = torch::from_blob(const_cast<std::int64_t*>(labels), {rows}, torch::kInt64);
-    }
-    auto logits = model.forward(input);
-    logits = logits.reshape({target.size(0), -1});
-    Loss out;
-    out.value = torch::nn::functional::cross_entropy(
-        logits, target, torch::nn::functional::CrossEntropyFuncOptions().reduction(reduction));
-    out.count = target.size(0);
-    if (count_correct) out.correct = logits.argmax(1).eq(target).sum().item<std::int64_t>();
-    return out;
   }
 
   // One optimizer step on this rank's batch; returns its mean loss.
@@ -213,9 +175,13 @@ struct Trainer::State {
     double loss_sum = 0;
     for (std::int64_t m = 0; m < k; ++m) {
       strategy->before_backward(m == k - 1);
-      auto loss = loss_of(batch.features.data() + m * micro * batch.feature_dim,
-                          batch.labels.data() + m * micro, micro, torch::kMean, false);
-      auto scaled = loss.value / static_cast<double>(k);
+      Rows rows{.features = batch.features.data() + m * micro * batch.feature_dim,
+                .count = micro};
+      if (batch.targets.empty())
+        rows.labels = batch.labels.data() + m * micro;
+      else
+        rows.targets = batch.targets.data() + m * micro * (batch.targets.size() / batch.size);
+      auto scaled = objective.mean_loss(model, rows) / static_cast<double>(k);
       scaled.backward();
       loss_sum += scaled.item<double>();
     }
@@ -254,30 +220,17 @@ struct Trainer::State {
   EvalMetrics evaluate() {
     consolidate();
     const auto& test = data.test;
-    auto range = comm::block_range(test.num_samples, comm.size(), comm.rank());
+    const auto range = data.is_shard ? comm::BlockRange{0, test.num_samples}
+                                     : comm::block_range(test.num_samples, comm.size(), comm.rank());
     const std::int64_t chunk = std::max<std::int64_t>(256, config.train.batch_size);
-    double sums[3] = {0, 0, 0};  // loss, correct, count
-    model.module().eval();
-    {
-      torch::NoGradGuard no_grad;
-      for (std::size_t i = range.begin; i < range.end; i += chunk) {
-        const auto rows = std::min<std::int64_t>(chunk, range.end - i);
-        auto l = loss_of(test.row(i), test.labels.data() + i, rows, torch::kSum, true);
-        sums[0] += l.value.item<double>();
-        sums[1] += l.correct;
-        sums[2] += l.count;
-      }
-    }
-    model.module().train();
-    comm.allreduce(comm::Buffer{sums, 3, comm::DType::f64});
-    EvalMetrics m;
-    m.count = static_cast<std::int64_t>(sums[2]);
-    if (m.count > 0) {
-      m.loss = sums[0] / sums[2];
-      m.accuracy = sums[1] / sums[2];
-    }
-    if (data.kind == TaskKind::language_model) m.perplexity = std::exp(m.loss);
-    return m;
+    auto sums = objective.empty_sums();
+    model.train(false);
+    for (std::size_t i = range.begin; i < range.end; i += chunk)
+      objective.add_to(sums, model,
+                       rows_of(test, i, std::min<std::int64_t>(chunk, range.end - i)));
+    model.train(true);
+    comm.allreduce(comm::Buffer{sums.data(), sums.size(), comm::DType::f64});
+    return objective.metrics(sums);
   }
 
   // Collective: every rank averages its buffers, rank 0 writes, and all learn whether it did.
@@ -288,22 +241,9 @@ struct Trainer::State {
     std::string why;
     if (comm.rank() == 0) {
       try {
-        torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
-        model.module().save(model_archive);
-        optimizer->save(optimizer_archive);
-        archive.write("model", model_archive);
-        archive.write("optimizer", optimizer_archive);
-        archive.write("global_step", torch::tensor(global_step, torch::kInt64));
-        archive.write("sampler_epoch",
-                      torch::tensor(static_cast<std::int64_t>(position.epoch), torch::kInt64));
-        archive.write("sampler_step",
-                      torch::tensor(static_cast<std::int64_t>(position.step), torch::kInt64));
-        archive.write("world_size", torch::tensor(comm.size(), torch::kInt64));
-        archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
-        archive.write("config", bytes_tensor(canonical_text(config)));
-        std::ostringstream out;
-        archive.save_to(out);
-        write_checked_file(checkpoint_path(dir), out.str());
+        write_checked_file(checkpoint_path(dir),
+                           encode_checkpoint(model, *optimizer, {global_step, position},
+                                             comm.size(), config));
       } catch (const std::exception& e) {
         failed = 1;
         why = e.what();
@@ -338,37 +278,29 @@ struct Trainer::State {
   }
 
   data::SamplerPosition restore(const std::string& dir) {
-    const std::string payload = read_checkpoint(dir), path = checkpoint_path(dir);
-    torch::serialize::InputArchive archive, model_archive, optimizer_archive;
-    torch::Tensor t;
-    try {
-      archive.load_from(payload.data(), payload.size());
-      archive.read("config", t);
-      auto diffs = trajectory_differences(tensor_bytes(t), canonical_text(config));
-      if (!diffs.empty()) throw CheckpointError(cat(path, ": cannot resume: ", diffs.front()));
-      archive.read("world_size", t);
-      if (t.item<std::int64_t>() != comm.size())
-        throw CheckpointError(cat(path, ": written by a run of ", t.item<std::int64_t>(),
-                                  " ranks; resume it with the same number, not ", comm.size()));
-      archive.read("model", model_archive);
-      model.module().load(model_archive);
-      archive.read("optimizer", optimizer_archive);
-      optimizer->load(optimizer_archive);
-      archive.read("global_step", t);
-      global_step = t.item<std::int64_t>();
-      data::SamplerPosition position;
-      archive.read("sampler_epoch", t);
-      position.epoch = t.item<std::int64_t>();
-      archive.read("sampler_step", t);
-      position.step = t.item<std::int64_t>();
-      archive.read("rng", t);
-      at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to it
-      generator.set_state(t);
-      return position;
-    } catch (const CheckpointError&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw CheckpointError(cat(path, ": unreadable checkpoint contents: ", e.what()));
+    const auto position = decode_checkpoint(read_checkpoint(dir), checkpoint_path(dir), model,
+                                            *optimizer, comm.size(), config);
+    global_step = position.global_step;
+    return position.sampler;
+  }
+
+  // The trained weights (train.export) and, for a TorchScript model, the module itself in
+  // evaluation mode (train.export_module), so that torch.jit.load predicts as evaluate() did.
+  void export_model() {
+    const auto& t = config.train;
+    if (!t.export_path.empty()) {
+      NamedTensors named;
+      for (auto& p : model.named_parameters()) named.emplace_back(p.key(), p.value());
+      for (auto& b : model.named_buffers()) named.emplace_back(b.key(), b.value());
+      export_tensors(t.export_path, named);
+    }
+    if (!t.export_module.empty()) {
+      std::ostringstream out;
+      model.train(false);
+      model.save_script(out);
+      model.train(true);
+      const std::string bytes = out.str();
+      write_file_atomically(t.export_module, {bytes});
     }
   }
 
@@ -395,7 +327,8 @@ struct Trainer::State {
 Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data)
     : s_(std::make_unique<State>(config, comm, data)) {
   torch::set_num_threads(static_cast<int>(config.train.threads));
-  s_->strategy->setup(s_->model.module());
+  if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
+  s_->strategy->setup(s_->model.tensors());
 }
 
 Trainer::~Trainer() = default;
@@ -513,12 +446,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   s.strategy->finish();
   result.strategy_report = s.strategy->report();
   // Last, after every collective: a failure here cannot leave other ranks waiting.
-  if (!t.export_path.empty() && reporter) {
-    std::vector<std::pair<std::string, torch::Tensor>> named;
-    for (auto& p : s.model.named_parameters()) named.emplace_back(p.key(), p.value());
-    for (auto& b : s.model.named_buffers()) named.emplace_back(b.key(), b.value());
-    export_tensors(t.export_path, named);
-  }
+  if (reporter) s.export_model();
   result.global_step = s.global_step;
   result.bytes_sent = s.strategy->stats().bytes_sent;
   result.consensus_distance = s.strategy->stats().consensus_distance;

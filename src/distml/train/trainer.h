@@ -33,17 +33,10 @@
 #include "distml/comm/communicator.h"
 #include "distml/nn/model_registry.h"
 #include "distml/train/config.h"
+#include "distml/train/objective.h"
 #include "distml/train/task_data.h"
 
 namespace distml::train {
-
-/// Metrics of an evaluation pass over the test split, summed over every rank's shard.
-struct EvalMetrics {
-  double loss = 0;        // mean cross-entropy per sample (per character for a language model)
-  double accuracy = 0;    // fraction of correct predictions (characters for a language model)
-  double perplexity = 0;  // exp(loss); language models only
-  std::int64_t count = 0;
-};
 
 struct TrainResult {
   EvalMetrics test;

@@ -22,7 +22,7 @@ AllreduceStrategy::~AllreduceStrategy() {
   }
 }
 
-void AllreduceStrategy::setup(torch::nn::Module& model) {
+void AllreduceStrategy::setup(const nn::ModelTensors& model) {
   // 1. Same shapes everywhere, then rank 0's values everywhere.
   auto trainable = start_from_rank0(model, comm_);
   // 2. Buckets; 3. their hooks.

@@ -48,7 +48,7 @@ class AllreduceStrategy final : public Strategy {
   AllreduceStrategy(comm::Communicator& comm, AllreduceStrategyOptions options = {});
   ~AllreduceStrategy() override;
 
-  void setup(torch::nn::Module& model) override;
+  void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override;
   void before_optimizer_step() override;
   StrategyStats stats() const override { return stats_; }

@@ -26,7 +26,7 @@ AsyncEasgdStrategy::AsyncEasgdStrategy(comm::Communicator& world, AsyncEasgdOpti
 
 AsyncEasgdStrategy::~AsyncEasgdStrategy() = default;
 
-void AsyncEasgdStrategy::setup(torch::nn::Module& model) {
+void AsyncEasgdStrategy::setup(const nn::ModelTensors& model) {
   params_ = start_from_rank0(model, world_).tensors;  // 1.
   exchange_ = flat_parameters();
 }

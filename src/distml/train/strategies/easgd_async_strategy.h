@@ -37,7 +37,7 @@ class AsyncEasgdStrategy final : public Strategy {
   AsyncEasgdStrategy(comm::Communicator& world, AsyncEasgdOptions options);
   ~AsyncEasgdStrategy() override;
 
-  void setup(torch::nn::Module& model) override;
+  void setup(const nn::ModelTensors& model) override;
   void before_backward(bool) override {}
   void before_optimizer_step() override {}
   void after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) override;

@@ -17,7 +17,7 @@ EasgdStrategy::EasgdStrategy(comm::Communicator& comm, EasgdOptions options)
                          " for ", comm_.size(), " ranks"));
 }
 
-void EasgdStrategy::setup(torch::nn::Module& model) {
+void EasgdStrategy::setup(const nn::ModelTensors& model) {
   // 1.
   params_ = start_from_rank0(model, comm_).tensors;
 }

@@ -34,7 +34,7 @@ class EasgdStrategy final : public Strategy {
  public:
   EasgdStrategy(comm::Communicator& comm, EasgdOptions options = {});
 
-  void setup(torch::nn::Module& model) override;
+  void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override;
   void before_optimizer_step() override {}
   void after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) override;

@@ -43,7 +43,7 @@ GossipStrategy::~GossipStrategy() {
   }
 }
 
-void GossipStrategy::setup(torch::nn::Module& model) {
+void GossipStrategy::setup(const nn::ModelTensors& model) {
   // 1.
   params_ = start_from_rank0(model, comm_).tensors;
 }

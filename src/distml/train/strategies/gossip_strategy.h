@@ -45,7 +45,7 @@ class GossipStrategy final : public Strategy {
   GossipStrategy(comm::Communicator& comm, GossipTopology topology = GossipTopology::ring);
   ~GossipStrategy() override;
 
-  void setup(torch::nn::Module& model) override;
+  void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override;
   void before_optimizer_step() override {}
   void after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) override;

@@ -13,7 +13,7 @@ LocalSgdStrategy::LocalSgdStrategy(comm::Communicator& comm, LocalSgdOptions opt
     throw UsageError(cat("local SGD: period must be >= 1, got ", options_.period));
 }
 
-void LocalSgdStrategy::setup(torch::nn::Module& model) {
+void LocalSgdStrategy::setup(const nn::ModelTensors& model) {
   // 1.
   params_ = start_from_rank0(model, comm_).tensors;
 }

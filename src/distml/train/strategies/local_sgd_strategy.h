@@ -33,7 +33,7 @@ class LocalSgdStrategy final : public Strategy {
  public:
   LocalSgdStrategy(comm::Communicator& comm, LocalSgdOptions options = {});
 
-  void setup(torch::nn::Module& model) override;
+  void setup(const nn::ModelTensors& model) override;
   void before_backward(bool /*sync*/) override {}
   void before_optimizer_step() override {}
   /// `step` counts the steps of local SGD: averages when step % period == 0.

@@ -7,7 +7,7 @@ PostLocalSgdStrategy::PostLocalSgdStrategy(comm::Communicator& comm, PostLocalSg
       allreduce_(comm, options.allreduce),
       local_(comm, options.local) {}
 
-void PostLocalSgdStrategy::setup(torch::nn::Module& model) {
+void PostLocalSgdStrategy::setup(const nn::ModelTensors& model) {
   // 1.
   allreduce_.setup(model);
   local_.setup(model);

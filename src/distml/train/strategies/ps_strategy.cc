@@ -36,7 +36,7 @@ PsStrategy::~PsStrategy() {
     }
 }
 
-void PsStrategy::setup(torch::nn::Module& model) {
+void PsStrategy::setup(const nn::ModelTensors& model) {
   auto trainable = start_from_rank0(model, world_);  // 1.
   std::vector<std::size_t> bytes, elements;
   for (auto& p : trainable.tensors) {

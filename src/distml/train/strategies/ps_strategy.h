@@ -64,7 +64,7 @@ class PsStrategy final : public Strategy {
   PsStrategy(comm::Communicator& world, PsStrategyOptions options);
   ~PsStrategy() override;
 
-  void setup(torch::nn::Module& model) override;
+  void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override { buckets_->set_sync(sync); }
   void before_optimizer_step() override;
   void optimizer_step(torch::optim::Optimizer& optimizer) override;

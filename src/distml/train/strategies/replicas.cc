@@ -23,13 +23,13 @@ std::uint64_t shape_hash(const TrainableParameters& p) {
 
 }  // namespace
 
-TrainableParameters start_from_rank0(torch::nn::Module& model, comm::Communicator& comm) {
+TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Communicator& comm) {
   torch::NoGradGuard no_grad;
   TrainableParameters p;
-  for (auto& item : model.named_parameters()) {
-    if (!item.value().requires_grad()) continue;
-    p.names.push_back(item.key());
-    p.tensors.push_back(item.value());
+  for (std::size_t i = 0; i < model.parameters.size(); ++i) {
+    if (!model.parameters[i].requires_grad()) continue;
+    p.names.push_back(model.parameter_names[i]);
+    p.tensors.push_back(model.parameters[i]);
   }
   std::uint64_t mine = shape_hash(p);
   std::vector<std::uint64_t> all(comm.size());
@@ -41,7 +41,7 @@ TrainableParameters start_from_rank0(torch::nn::Module& model, comm::Communicato
                           " has a model whose parameter names or shapes differ from "
                           "rank 0's: the ranks must build the same model"));
   for (auto& t : p.tensors) comm.broadcast(buffer_of(t), 0);
-  for (auto& b : model.named_buffers()) comm.broadcast(buffer_of(b.value()), 0);
+  for (const auto& b : model.buffers) comm.broadcast(buffer_of(b), 0);
   return p;
 }
 

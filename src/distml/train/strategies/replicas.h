@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/nn/model_tensors.h"
 
 namespace distml::train {
 
@@ -20,7 +21,7 @@ struct TrainableParameters {
 
 /// Collective. Checks that every rank built a model with the same parameter names and shapes
 /// (CommError on every rank otherwise), then copies rank 0's parameters and buffers to all.
-TrainableParameters start_from_rank0(torch::nn::Module& model, comm::Communicator& comm);
+TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Communicator& comm);
 
 /// Collective. Replaces each tensor by its average over the ranks (one all-reduce over a flat
 /// copy; all tensors must share a dtype). Returns the payload bytes sent. With `distance`, also

@@ -62,7 +62,7 @@ ZeroStrategy::~ZeroStrategy() {
   }
 }
 
-void ZeroStrategy::setup(torch::nn::Module& model) {
+void ZeroStrategy::setup(const nn::ModelTensors& model) {
   // 1. Same shapes everywhere, rank 0's values everywhere, then buckets and blocks.
   auto trainable = start_from_rank0(model, comm_);
   for (auto& p : trainable.tensors)

@@ -65,7 +65,7 @@ class ZeroStrategy final : public Strategy {
   ZeroStrategy(comm::Communicator& comm, ZeroStrategyOptions options = {});
   ~ZeroStrategy() override;
 
-  void setup(torch::nn::Module& model) override;
+  void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override;
   void before_optimizer_step() override;
   /// Steps this rank's shard, then all-gathers the parameters. `optimizer` must be an SGD,

@@ -1,0 +1,36 @@
+// What the strategies keep consistent across replicas: a model's parameters and buffers by
+// name, in the model's order. Built-in modules and TorchScript modules both yield one, so a
+// strategy never needs to know which kind of model it trains.
+#pragma once
+
+#include <torch/nn/module.h>
+#include <torch/types.h>
+
+#include <string>
+#include <vector>
+
+namespace distml::nn {
+
+struct ModelTensors {
+  std::vector<std::string> parameter_names;
+  std::vector<torch::Tensor> parameters;  // all of them; strategies use those requiring grad
+  std::vector<std::string> buffer_names;
+  std::vector<torch::Tensor> buffers;  // BatchNorm running statistics and counters
+};
+
+/// The tensors of a torch::nn module (recursively, in registration order). The tensors share
+/// storage with the module.
+inline ModelTensors tensors_of(const torch::nn::Module& module) {
+  ModelTensors t;
+  for (const auto& p : module.named_parameters()) {
+    t.parameter_names.push_back(p.key());
+    t.parameters.push_back(p.value());
+  }
+  for (const auto& b : module.named_buffers()) {
+    t.buffer_names.push_back(b.key());
+    t.buffers.push_back(b.value());
+  }
+  return t;
+}
+
+}  // namespace distml::nn

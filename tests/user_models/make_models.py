@@ -1,0 +1,112 @@
+"""TorchScript models and .npz data sets for distml's user-model tests, made with the same
+torch that distml links. Usage: make_models.py OUT_DIR (writes the files listed in main())."""
+import os
+import sys
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class CnnWithBatchNorm(nn.Module):
+    """A small CNN with BatchNorm for 28x28 single-channel images, stored as [N, 28, 28]."""
+
+    def __init__(self, classes: int = 10):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 4, 5, stride=2)
+        self.bn = nn.BatchNorm2d(4)
+        self.fc = nn.Linear(4 * 12 * 12, classes)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 1, 28, 28)
+        return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
+
+
+class LeNet5(nn.Module):
+    """LeNet-5 as distml builds it (nn/lenet5.cc): conv 5x5 pad 2, pools, 120-84-10."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 1, 28, 28)
+        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = torch.relu(self.fc1(x.flatten(1)))
+        return self.fc3(torch.relu(self.fc2(x)))
+
+
+class MnistCnn(nn.Module):
+    """The CNN of the MNIST .npz benchmark: two conv-BN-ReLU-pool blocks and a linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(1, 16, 3, padding=1)
+        self.b1 = nn.BatchNorm2d(16)
+        self.c2 = nn.Conv2d(16, 32, 3, padding=1)
+        self.b2 = nn.BatchNorm2d(32)
+        self.fc = nn.Linear(32 * 7 * 7, 10)
+
+    def forward(self, x):
+        x = x.reshape(x.shape[0], 1, 28, 28)
+        x = torch.max_pool2d(torch.relu(self.b1(self.c1(x))), 2)
+        x = torch.max_pool2d(torch.relu(self.b2(self.c2(x))), 2)
+        return self.fc(x.flatten(1))
+
+
+class Linear(nn.Module):
+    def __init__(self, features: int, outputs: int):
+        super().__init__()
+        self.linear = nn.Linear(features, outputs)
+
+    def forward(self, x):
+        return self.linear(x)
+
+
+class HuberLossModel(nn.Module):
+    """A model with its own objective: forward(x, y) returns the Huber loss of a linear fit."""
+
+    def __init__(self, features: int):
+        super().__init__()
+        self.linear = nn.Linear(features, 1)
+
+    def forward(self, x, y):
+        return torch.nn.functional.huber_loss(self.linear(x).squeeze(1), y)
+
+
+def script(module: nn.Module, path: str):
+    torch.jit.script(module).save(path)
+
+
+def main():
+    out = sys.argv[1]
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    script(CnnWithBatchNorm(), f"{out}/cnn_bn.pt")
+    script(LeNet5(), f"{out}/lenet5.pt")
+    script(MnistCnn(), f"{out}/mnist_cnn.pt")
+    script(Linear(8, 1), f"{out}/linear8.pt")
+    script(HuberLossModel(8), f"{out}/huber8.pt")
+
+    rng = np.random.default_rng(0)
+    # Images whose class is their first pixel's decile, as the trainer tests' synthetic data.
+    x = rng.integers(0, 256, size=(600, 28, 28)).astype(np.float32) / 255
+    y = (x[:, 0, 0] * 9.99).astype(np.int64)
+    np.savez(f"{out}/images.npz", x=x, y=y)
+    np.savez_compressed(f"{out}/images_compressed.npz", x=x, y=y)
+    # A linear problem y = x w + b without noise, and its binary version.
+    x = rng.standard_normal((800, 8)).astype(np.float32)
+    w = np.linspace(-1, 1, 8).astype(np.float32)
+    y = x @ w + 0.5
+    np.savez(f"{out}/linear.npz", x=x, y=y.astype(np.float32))
+    np.save(f"{out}/linear_weights.npy", np.concatenate([w, [0.5]]))
+    np.savez(f"{out}/binary.npz", x=x, y=(y > 0.5).astype(np.float32))
+
+
+if __name__ == "__main__":
+    main()
