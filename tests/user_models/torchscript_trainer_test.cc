@@ -1,0 +1,94 @@
+// The user's TorchScript CNN with BatchNorm (made by make_models.py, in the folder that
+// DISTML_USER_MODELS names) trains under the trainer as the built-in models do.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "../train/trainer_fixture.h"
+
+namespace distml::train::testing {
+namespace {
+
+std::string user_model(const std::string& file) {
+  const char* dir = std::getenv("DISTML_USER_MODELS");
+  return std::string(dir ? dir : ".") + "/" + file;
+}
+
+TrainConfig cnn_config(int batch, int steps) {
+  auto c = config_for("torchscript", "sgd", batch, steps);
+  c.model.path = user_model("cnn_bn.pt");
+  return c;
+}
+
+class TorchScriptTrainer : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+
+// BatchNorm normalises each rank's batch with that batch's statistics, so N ranks of batch B
+// compute what one rank computes on N micro-batches of B (accumulate = N), not on one batch of
+// N x B: that is the single-process reference. The tolerance is the trainer tests' bound
+// (trainer_fixture.h): this CNN's widest sum is BatchNorm's over batch x 12 x 12 = 1152 terms,
+// inside the 16 x 1024 that bound allows.
+TEST_P(TorchScriptTrainer, NRanksEqualOneRankOnNMicroBatches) {
+  const int world = GetParam(), batch = 8, steps = 10;
+  const auto data = synthetic_images(240);
+  auto reference = cnn_config(batch, steps);
+  reference.train.accumulate = world;
+  const auto want = on_ranks(1, [&](comm::Communicator& comm) {
+    return train_once(reference, comm, data);
+  });
+  const auto got = on_ranks(world, [&](comm::Communicator& comm) {
+    return train_once(cnn_config(batch, steps), comm, data);
+  });
+  for (int r = 0; r < world; ++r) {
+    EXPECT_LT(trajectory_difference(got[r], want[0]), trajectory_tolerance(steps)) << "rank " << r;
+    // Parameters and BatchNorm buffers are bit-identical on every rank at the end.
+    EXPECT_EQ(got[r].result.param_checksum, got[0].result.param_checksum);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, TorchScriptTrainer, ::testing::Values(1, 2, 3),
+                         [](const auto& info) { return "np" + std::to_string(info.param); });
+
+// The running statistics are averaged across ranks before evaluation: every rank ends with
+// the mean of what each computed, which differs from rank 0's own.
+TEST(TorchScriptBatchNorm, RunningStatisticsAreAveragedAcrossRanks) {
+  const auto data = synthetic_images(240);
+  const auto config = cnn_config(8, 4);
+  std::vector<torch::Tensor> means(3);
+  on_ranks(3, [&](comm::Communicator& comm) {
+    Trainer trainer(config, comm, data);
+    trainer.run();
+    means[comm.rank()] = trainer.model().named_buffers()["bn.running_mean"].clone();
+    return RankOutcome{};
+  });
+  EXPECT_TRUE(torch::equal(means[0], means[1]));
+  EXPECT_TRUE(torch::equal(means[0], means[2]));
+  EXPECT_GT(means[0].abs().sum().item<double>(), 0) << "training moved the running mean";
+}
+
+TEST(TorchScriptModel, ParameterNamesComeFromTheScriptedModule) {
+  const auto model = nn::make_model({.name = "torchscript", .path = user_model("cnn_bn.pt")});
+  const auto names = model.tensors();
+  EXPECT_EQ(names.parameter_names,
+            (std::vector<std::string>{"conv.weight", "bn.weight", "bn.bias", "fc.weight",
+                                      "fc.bias"}));
+  EXPECT_EQ(names.buffer_names, (std::vector<std::string>{"bn.running_mean", "bn.running_var",
+                                                          "bn.num_batches_tracked"}));
+}
+
+TEST(TorchScriptModel, MissingOrBadFileIsADataErrorNamingIt) {
+  EXPECT_THROW(nn::make_model({.name = "torchscript", .path = "/nonexistent/net.pt"}),
+               DataError);
+  EXPECT_THROW(nn::make_model({.name = "torchscript"}), ConfigError);
+  try {
+    nn::make_model({.name = "torchscript", .path = user_model("images.npz")});
+    FAIL() << "an .npz file loaded as TorchScript";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("images.npz"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace distml::train::testing
