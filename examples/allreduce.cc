@@ -3,16 +3,13 @@
 //   build/distml launch -n 4 -- build/examples/allreduce_example            (mpi)
 //   build/distml launch -n 4 --engine gloo -- build/examples/allreduce_example
 #include <cstdio>
-#include <cstdlib>
 #include <vector>
 
 #include "distml/comm/engines.h"
 
-int main() {
+int main() try {
   using namespace distml::comm;
-  ConnectOptions where;
-  if (const char* engine = std::getenv("DISTML_ENGINE")) where.engine = engine;  // from launch
-  auto comm = connect(where, CommOptions{});
+  auto comm = connect();  // the engine and ranks that `distml launch` set
 
   std::vector<float> grad(1 << 20, static_cast<float>(comm->rank()));
   comm->allreduce(view(grad), {.op = ReduceOp::avg, .algorithm = Algorithm::ring});
@@ -23,4 +20,7 @@ int main() {
   if (comm->rank() == 0)
     std::printf("%d ranks on %s: grad[0] = %.1f\n", comm->size(),
                 std::string(comm->engine_name()).c_str(), grad[0]);
+} catch (const std::exception& e) {  // distml's errors say what went wrong and where
+  std::fprintf(stderr, "allreduce_example: %s\n", e.what());
+  return 2;
 }

@@ -281,7 +281,7 @@ void run(const BenchOptions& o, int argc, char** argv) {
                   std::size_t out_count, DType dtype, int iters) {
       return time_raw_mpi_collective(op, in, out, in_count, out_count, dtype, iters);
     };
-  if (o.engine == "gloo") adopt_mpirun_rank_variables();
+  if (o.engine == "gloo") comm::adopt_mpirun_rank_variables();
   auto comm = comm::connect({o.engine, ""}, copts);
   auto rows = run_bench(*comm, plan, baseline, progress);
   if (comm->rank() == 0) report(rows, o, wall());

@@ -275,7 +275,7 @@ void run_job(const JobOptions& job, int argc, char** argv, const Body& body) {
     comm::local::run_ranks(std::max(job.np, 1), copts, body);
     return;
   }
-  if (job.engine == "gloo") adopt_mpirun_rank_variables();
+  if (job.engine == "gloo") comm::adopt_mpirun_rank_variables();
   auto comm = comm::connect({job.engine, ""}, copts);
   body(*comm);
 }

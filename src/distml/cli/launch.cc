@@ -208,15 +208,6 @@ int free_port() {
   return port;
 }
 
-void adopt_mpirun_rank_variables() {
-  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
-  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
-  if (rank && size) {
-    ::setenv("RANK", rank, 0);
-    ::setenv("WORLD_SIZE", size, 0);
-  }
-}
-
 std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool as_root) {
   std::vector<std::string> argv{"mpirun", "-n", std::to_string(o.np), "--bind-to", "none"};
   int slots = cores;

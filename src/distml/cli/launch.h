@@ -44,10 +44,6 @@ void add_launch_command(CLI::App& app);
 /// A TCP port on 127.0.0.1 that nothing listens on right now.
 int free_port();
 
-/// Under mpirun, sets RANK and WORLD_SIZE from OpenMPI's variables when they are unset, so
-/// that the gloo engine can run in processes that mpirun started.
-void adopt_mpirun_rank_variables();
-
 /// If `np` > 0 and this process was not itself launched, re-runs the current command line
 /// (minus --np) under `distml launch -n np --engine engine` and exits with its code.
 void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv);

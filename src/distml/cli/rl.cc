@@ -138,7 +138,7 @@ void run(RlOptions o, int argc, char** argv) {
                            [&](comm::Communicator& comm) { rl_rank(config, o, comm, start); });
     return;
   }
-  if (o.engine == "gloo") adopt_mpirun_rank_variables();
+  if (o.engine == "gloo") comm::adopt_mpirun_rank_variables();
   auto comm = comm::connect({o.engine, ""}, copts);
   rl_rank(config, o, *comm, start);
 }

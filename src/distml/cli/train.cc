@@ -144,7 +144,7 @@ void run(TrainOptions o, int argc, char** argv) {
     });
     return;
   }
-  if (o.engine == "gloo") adopt_mpirun_rank_variables();
+  if (o.engine == "gloo") comm::adopt_mpirun_rank_variables();
   auto comm = comm::connect({o.engine, ""}, copts);
   train_rank(config, o, *comm, data, start);
 }

@@ -1,5 +1,7 @@
 #include "distml/comm/engines.h"
 
+#include <cstdlib>
+
 #include "distml/comm/engine.h"
 #include "distml/comm/gloo/gloo_connect.h"
 #include "distml/comm/mpi/mpi_connect.h"
@@ -28,7 +30,39 @@ std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOpt
     throw UsageError(
         "engine 'local' runs ranks as threads of one process; it has no process "
         "rendezvous (use comm::local::run_ranks)");
-  return std::make_unique<Communicator>(std::move(engine), options);
+  auto comm = std::make_unique<Communicator>(std::move(engine), options);
+  for (const char* var : {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"}) {
+    const char* size = std::getenv(var);
+    if (size && std::atoi(size) != comm->size())
+      throw UsageError(cat("this process joined a world of ", comm->size(), " rank(s) over ",
+                           where.engine, ", but its launcher started ", size, " (", var, "=",
+                           size, "): connect with the launcher's engine (", "DISTML_ENGINE=",
+                           std::getenv("DISTML_ENGINE") ? std::getenv("DISTML_ENGINE") : "unset",
+                           "; comm::connect() reads it)"));
+  }
+  return comm;
+}
+
+void adopt_mpirun_rank_variables() {
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (rank && size) {
+    ::setenv("RANK", rank, 0);
+    ::setenv("WORLD_SIZE", size, 0);
+  }
+}
+
+std::unique_ptr<Communicator> connect(const CommOptions& options) {
+  ConnectOptions where;
+  if (const char* engine = std::getenv("DISTML_ENGINE")) where.engine = engine;
+  check_engine_name(where.engine);
+  if (where.engine == "local")
+    throw UsageError(
+        "DISTML_ENGINE=local: the local engine runs ranks as threads of one process, with no "
+        "launcher; start the program with `distml launch --engine mpi|gloo`, or run its ranks "
+        "with comm::local::run_ranks");
+  if (where.engine == "gloo") adopt_mpirun_rank_variables();
+  return connect(where, options);
 }
 
 }  // namespace distml::comm

@@ -22,7 +22,19 @@ std::vector<std::string_view> engine_names();
 /// Throws UsageError listing the valid names when `name` is not an engine.
 void check_engine_name(std::string_view name);
 
-/// Connects this process to its world and runs the start-up handshake.
+/// Connects this process to its world and runs the start-up handshake. UsageError when the
+/// world it joined is not the one its launcher started: WORLD_SIZE (set by `distml launch
+/// --engine gloo`) or OMPI_COMM_WORLD_SIZE (set by mpirun) names another size, as when a
+/// process started for gloo connects over mpi alone.
 std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOptions& options);
+
+/// Connects with the engine and ranks that `distml launch` set (DISTML_ENGINE, default mpi; for
+/// gloo under mpirun, the ranks mpirun gave). What a program of one's own calls. UsageError
+/// for DISTML_ENGINE=local (its ranks are threads: comm::local::run_ranks) or an unknown name.
+std::unique_ptr<Communicator> connect(const CommOptions& options = {});
+
+/// Under mpirun, sets RANK and WORLD_SIZE from OpenMPI's variables when they are unset, so
+/// that the gloo engine can run in processes that mpirun started.
+void adopt_mpirun_rank_variables();
 
 }  // namespace distml::comm

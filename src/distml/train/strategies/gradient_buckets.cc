@@ -27,7 +27,12 @@ GradientBuckets::GradientBuckets(TrainableParameters params, const BucketPlan& p
     buckets_.push_back(std::move(b));
   }
   for (std::size_t k = 0; k < tensors.size(); ++k)
-    params_.tensors[k].register_hook([this, k](torch::Tensor grad) { on_gradient(k, grad); });
+    hooks_.push_back(
+        params_.tensors[k].register_hook([this, k](torch::Tensor grad) { on_gradient(k, grad); }));
+}
+
+GradientBuckets::~GradientBuckets() {
+  for (std::size_t k = 0; k < hooks_.size(); ++k) params_.tensors[k].remove_hook(hooks_[k]);
 }
 
 torch::Tensor& GradientBuckets::flat(std::size_t index) {
@@ -44,6 +49,10 @@ torch::Tensor& GradientBuckets::flat(std::size_t index) {
 void GradientBuckets::on_gradient(std::size_t k, const torch::Tensor& grad) {
   if (!sync_) return;
   const std::size_t index = bucket_of_[k], slot = slot_of_[k];
+  if (buckets_[index].arrived[slot])
+    throw UsageError(cat("parameter '", params_.names[k], "' got a second gradient in one step: ",
+                         "its bucket may already be on its way; run one backward per step, or "
+                         "accumulate micro-steps without synchronising (train.accumulate)"));
   const auto& p = params_.tensors[k];
   torch::NoGradGuard no_grad;
   auto dst = flat(index).narrow(0, buckets_[index].offsets[slot], p.numel());

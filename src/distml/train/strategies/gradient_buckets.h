@@ -31,13 +31,17 @@ class GradientBuckets {
 
   /// Buckets by `plan` over `params`, whose flat tensors hold a multiple of `pad_to` elements
   /// (zeros after the gradients); registers the hooks. UsageError when a bucket would mix
-  /// dtypes. The object must stay where it is: the hooks point to it.
+  /// dtypes. The object must stay where it is: the hooks point to it, until the destructor
+  /// removes them (the model may outlive the strategy).
   GradientBuckets(TrainableParameters params, const BucketPlan& plan, std::int64_t pad_to,
                   ReadyFn on_ready);
+  ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
 
-  /// False on the micro-steps of gradient accumulation: the hooks then do nothing.
+  /// False on the micro-steps of gradient accumulation: the hooks then do nothing. A second
+  /// gradient for a parameter in one synchronising step (a second backward) is a UsageError
+  /// naming it: its bucket may already be in flight.
   void set_sync(bool sync) { sync_ = sync; }
   /// Parameters that got no gradient this step: an Error naming the first, or with
   /// `send_current` their current .grad() (zeros if none), completing their buckets.
@@ -65,6 +69,7 @@ class GradientBuckets {
   std::vector<Bucket> buckets_;
   std::vector<std::size_t> bucket_of_, slot_of_;  // parameter -> bucket, its place in it
   ReadyFn on_ready_;
+  std::vector<unsigned> hooks_;  // one per parameter, to remove them
   bool sync_ = true;
 };
 
