@@ -2,7 +2,9 @@
 BUILD ?= build
 NP ?= 2
 
-.PHONY: all setup build run test test-kernels bench data format clean
+PREFIX ?= /usr/local
+
+.PHONY: all setup build run test test-kernels bench data format clean install
 
 all: build
 
@@ -21,6 +23,10 @@ run: setup data $(BUILD)/build.ninja
 	@[ -x $(BUILD)/distml ] || echo "make run: building the distml binary (a first build takes about 5 minutes on 2 cores)"
 	@ninja -C $(BUILD) distml
 	$(BUILD)/distml train --config examples/mnist_lenet.toml --np $(NP)
+
+# Headers, libraries and the CMake package (find_package(distml); examples/custom_loop).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure --timeout 900

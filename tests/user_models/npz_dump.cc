@@ -14,12 +14,9 @@ int main(int argc, char** argv) {
   try {
     const auto d = distml::data::read_npz_rows(argv[1], std::strtoull(argv[2], nullptr, 10),
                                                std::strtoull(argv[3], nullptr, 10));
-    std::cout << nlohmann::json{{"rows", d.num_samples},
-                                {"sample_shape", d.sample_shape},
-                                {"x", d.features},
-                                {"labels", d.labels},
-                                {"targets", d.targets},
-                                {"target_shape", d.target_shape}}
+    std::cout << nlohmann::json{{"rows", d.num_samples}, {"sample_shape", d.sample_shape},
+                                {"x", d.features},       {"labels", d.labels},
+                                {"targets", d.targets},  {"target_shape", d.target_shape}}
               << "\n";
   } catch (const std::exception& e) {
     std::cerr << e.what() << "\n";

@@ -35,9 +35,8 @@ TEST_P(TorchScriptTrainer, NRanksEqualOneRankOnNMicroBatches) {
   const auto data = synthetic_images(240);
   auto reference = cnn_config(batch, steps);
   reference.train.accumulate = world;
-  const auto want = on_ranks(1, [&](comm::Communicator& comm) {
-    return train_once(reference, comm, data);
-  });
+  const auto want =
+      on_ranks(1, [&](comm::Communicator& comm) { return train_once(reference, comm, data); });
   const auto got = on_ranks(world, [&](comm::Communicator& comm) {
     return train_once(cnn_config(batch, steps), comm, data);
   });
@@ -71,16 +70,14 @@ TEST(TorchScriptBatchNorm, RunningStatisticsAreAveragedAcrossRanks) {
 TEST(TorchScriptModel, ParameterNamesComeFromTheScriptedModule) {
   const auto model = nn::make_model({.name = "torchscript", .path = user_model("cnn_bn.pt")});
   const auto names = model.tensors();
-  EXPECT_EQ(names.parameter_names,
-            (std::vector<std::string>{"conv.weight", "bn.weight", "bn.bias", "fc.weight",
-                                      "fc.bias"}));
+  EXPECT_EQ(names.parameter_names, (std::vector<std::string>{"conv.weight", "bn.weight", "bn.bias",
+                                                             "fc.weight", "fc.bias"}));
   EXPECT_EQ(names.buffer_names, (std::vector<std::string>{"bn.running_mean", "bn.running_var",
                                                           "bn.num_batches_tracked"}));
 }
 
 TEST(TorchScriptModel, MissingOrBadFileIsADataErrorNamingIt) {
-  EXPECT_THROW(nn::make_model({.name = "torchscript", .path = "/nonexistent/net.pt"}),
-               DataError);
+  EXPECT_THROW(nn::make_model({.name = "torchscript", .path = "/nonexistent/net.pt"}), DataError);
   EXPECT_THROW(nn::make_model({.name = "torchscript"}), ConfigError);
   try {
     nn::make_model({.name = "torchscript", .path = user_model("images.npz")});

@@ -35,8 +35,8 @@ std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOpt
     const char* size = std::getenv(var);
     if (size && std::atoi(size) != comm->size())
       throw UsageError(cat("this process joined a world of ", comm->size(), " rank(s) over ",
-                           where.engine, ", but its launcher started ", size, " (", var, "=",
-                           size, "): connect with the launcher's engine (", "DISTML_ENGINE=",
+                           where.engine, ", but its launcher started ", size, " (", var, "=", size,
+                           "): connect with the launcher's engine (", "DISTML_ENGINE=",
                            std::getenv("DISTML_ENGINE") ? std::getenv("DISTML_ENGINE") : "unset",
                            "; comm::connect() reads it)"));
   }

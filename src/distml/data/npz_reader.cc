@@ -80,8 +80,8 @@ NpyArrayInfo NpzFile::info(const std::string& array) const {
   char preamble[12];
   if (zip_fread(f.file, preamble, 10) != 10 || std::memcmp(preamble, "\x93NUMPY", 6) != 0)
     throw DataError(cat(where, ": not a .npy array (bad magic bytes)"));
-  std::size_t header_len = static_cast<unsigned char>(preamble[8]) |
-                           static_cast<unsigned char>(preamble[9]) << 8;
+  std::size_t header_len =
+      static_cast<unsigned char>(preamble[8]) | static_cast<unsigned char>(preamble[9]) << 8;
   if (preamble[6] >= 2) {  // versions 2 and 3: a four-byte length
     if (zip_fread(f.file, preamble + 10, 2) != 2)
       throw DataError(cat(where, ": truncated .npy header"));
@@ -114,8 +114,7 @@ NpyArrayInfo NpzFile::info(const std::string& array) const {
 
 // The bytes of rows [begin, end): seek where the entry allows it, else read past the rows
 // before the range.
-std::string NpzFile::raw_rows(const NpyArrayInfo& info, std::size_t begin,
-                              std::size_t end) const {
+std::string NpzFile::raw_rows(const NpyArrayInfo& info, std::size_t begin, std::size_t end) const {
   const std::string where = cat(path_, ": array '", info.name, "'");
   if (begin > end || end > info.rows())
     throw UsageError(cat(where, ": rows [", begin, ", ", end, ") outside its ", info.rows()));
@@ -125,8 +124,8 @@ std::string NpzFile::raw_rows(const NpyArrayInfo& info, std::size_t begin,
   // The data starts after the header: magic (6) + version (2) + length (2 or 4) + header.
   char preamble[12];
   zip_fread(f.file, preamble, 10);
-  std::size_t offset = 10 + (static_cast<unsigned char>(preamble[8]) |
-                             static_cast<unsigned char>(preamble[9]) << 8);
+  std::size_t offset =
+      10 + (static_cast<unsigned char>(preamble[8]) | static_cast<unsigned char>(preamble[9]) << 8);
   if (preamble[6] >= 2) {
     zip_fread(f.file, preamble + 10, 2);
     offset = 12 + (static_cast<std::size_t>(static_cast<unsigned char>(preamble[8])) |
@@ -171,9 +170,12 @@ std::vector<float> NpzFile::read_floats(const std::string& array, std::size_t be
   const auto raw = raw_rows(i, begin, end);
   std::vector<float> out;
   const std::string kind = i.dtype.substr(1);
-  if (kind == "f4") convert<float>(raw, out);
-  else if (kind == "f8") convert<double>(raw, out);
-  else if (kind == "u1") convert<std::uint8_t>(raw, out);
+  if (kind == "f4")
+    convert<float>(raw, out);
+  else if (kind == "f8")
+    convert<double>(raw, out);
+  else if (kind == "u1")
+    convert<std::uint8_t>(raw, out);
   else
     throw DataError(cat(path_, ": array '", array, "' has dtype '", i.dtype,
                         "'; expected float32, float64 or uint8"));
@@ -186,8 +188,10 @@ std::vector<std::int64_t> NpzFile::read_ints(const std::string& array, std::size
   const auto raw = raw_rows(i, begin, end);
   std::vector<std::int64_t> out;
   const std::string kind = i.dtype.substr(1);
-  if (kind == "i8") convert<std::int64_t>(raw, out);
-  else if (kind == "i4") convert<std::int32_t>(raw, out);
+  if (kind == "i8")
+    convert<std::int64_t>(raw, out);
+  else if (kind == "i4")
+    convert<std::int32_t>(raw, out);
   else
     throw DataError(cat(path_, ": array '", array, "' has dtype '", i.dtype,
                         "'; expected int64 or int32 class ids"));

@@ -35,8 +35,7 @@ Model load_torchscript(const std::string& path) {
                         std::string(e.what()).substr(0, 400)));
   }
   const auto method = module.find_method("forward");
-  if (!method)
-    throw DataError(cat(path, ": the TorchScript module has no forward method"));
+  if (!method) throw DataError(cat(path, ": the TorchScript module has no forward method"));
   const auto inputs = method->function().getSchema().arguments().size() - 1;  // minus self
   if (inputs != 1 && inputs != 2)
     throw DataError(cat(path, ": forward takes ", inputs,
@@ -59,8 +58,9 @@ Model& Model::operator=(const Model&) = default;
 torch::Tensor Model::forward(const torch::Tensor& input) {
   if (!script_) return native_.forward(input);
   if (takes_target())
-    throw UsageError("this TorchScript model's forward takes (x, y) and returns a loss: "
-                     "train it with train.loss = \"model\"");
+    throw UsageError(
+        "this TorchScript model's forward takes (x, y) and returns a loss: "
+        "train it with train.loss = \"model\"");
   return script_->forward({input}).toTensor();
 }
 

@@ -8,9 +8,9 @@
 #include <torch/types.h>
 
 #include <cstdint>
-#include <string>
 #include <iosfwd>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distml/nn/model_tensors.h"
@@ -74,7 +74,7 @@ class Model {
 
  private:
   std::string name_;
-  torch::nn::AnyModule native_;                // a built-in model, else empty
+  torch::nn::AnyModule native_;                 // a built-in model, else empty
   std::shared_ptr<torch::jit::Module> script_;  // a TorchScript model, else null
 };
 

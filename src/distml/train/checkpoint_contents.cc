@@ -15,10 +15,9 @@ namespace {
 // Keys a resumed run may change: they steer the run, not the trajectory.
 bool steers_the_run_only(const std::string& key) {
   static const std::set<std::string> keys = {
-      "train.epochs",     "train.max_steps",        "train.log_every",
-      "train.eval_every", "train.checkpoint_every", "train.checkpoint_dir",
-      "train.export",     "train.export_module",    "train.timeout_s",
-      "train.threads"};
+      "train.epochs",           "train.max_steps",      "train.log_every", "train.eval_every",
+      "train.checkpoint_every", "train.checkpoint_dir", "train.export",    "train.export_module",
+      "train.timeout_s",        "train.threads"};
   return keys.contains(key);
 }
 
@@ -113,8 +112,8 @@ TrainingPosition decode_checkpoint(const std::string& payload, const std::string
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   try {
     archive.load_from(payload.data(), payload.size());
-    const auto difference = trajectory_difference(tensor_bytes(read_tensor(archive, "config")),
-                                                  canonical_text(config));
+    const auto difference =
+        trajectory_difference(tensor_bytes(read_tensor(archive, "config")), canonical_text(config));
     if (!difference.empty()) throw CheckpointError(cat(path, ": cannot resume: ", difference));
     const auto saved_world = read_int(archive, "world_size");
     if (saved_world != world_size)

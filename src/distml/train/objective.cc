@@ -47,15 +47,18 @@ Objective::Objective(const TrainConfig& config, const TaskData& data, const nn::
       float_targets_(data.train.has_float_targets()),
       script_(model.is_script()),
       fit_context_(cat("data.dataset = \"", config.data.dataset, "\" gives samples of shape ",
-                       shape_text(sample_shape_), " that model.name = \"", config.model.name,
-                       "\"", script_ ? cat(" (model.path = ", config.model.path, ")") : "",
+                       shape_text(sample_shape_), " that model.name = \"", config.model.name, "\"",
+                       script_ ? cat(" (model.path = ", config.model.path, ")") : "",
                        " cannot take: ")) {
   if (loss_ == "cross_entropy" && float_targets_)
-    throw ConfigError(cat(source_, ": train.loss = \"cross_entropy\" needs class ids, but the "
-                                   "data's targets are floats; use \"mse\" or \"bce_with_logits\""));
+    throw ConfigError(cat(source_,
+                          ": train.loss = \"cross_entropy\" needs class ids, but the "
+                          "data's targets are floats; use \"mse\" or \"bce_with_logits\""));
   if (loss_ != "cross_entropy" && kind_ == TaskKind::language_model)
-    throw ConfigError(cat(source_, ": data.dataset = \"text\" trains a language model with "
-                                   "train.loss = \"cross_entropy\", not \"", loss_, "\""));
+    throw ConfigError(cat(source_,
+                          ": data.dataset = \"text\" trains a language model with "
+                          "train.loss = \"cross_entropy\", not \"",
+                          loss_, "\""));
   if (loss_ == "model" && !model.takes_target())
     throw ConfigError(cat(source_, ": train.loss = \"model\" needs a TorchScript model whose ",
                           "forward(x, y) returns the loss; model.name = \"", model.name(),
@@ -79,8 +82,8 @@ torch::Tensor Objective::input(const Rows& rows) const {
 
 torch::Tensor Objective::target(const Rows& rows) const {
   if (!float_targets_) {
-    auto ids = torch::from_blob(const_cast<std::int64_t*>(rows.labels), {rows.count},
-                                torch::kInt64);
+    auto ids =
+        torch::from_blob(const_cast<std::int64_t*>(rows.labels), {rows.count}, torch::kInt64);
     return loss_ == "mse" || loss_ == "bce_with_logits" ? ids.to(dtype_) : ids;
   }
   std::vector<std::int64_t> shape = {rows.count};
@@ -94,8 +97,8 @@ Objective::Output Objective::evaluate(nn::Model& model, const Rows& rows, bool m
   if (kind_ == TaskKind::language_model) {
     auto ids = input(rows).to(torch::kInt64);
     out.target = ids.narrow(1, 1, feature_dim_ - 1).reshape(-1);
-    out.prediction = model.forward(ids.narrow(1, 0, feature_dim_ - 1))
-                         .reshape({out.target.size(0), -1});
+    out.prediction =
+        model.forward(ids.narrow(1, 0, feature_dim_ - 1)).reshape({out.target.size(0), -1});
     out.loss = torch::cross_entropy_loss(out.prediction, out.target, {}, reduction);
     return out;
   }
@@ -121,10 +124,9 @@ Objective::Output Objective::evaluate(nn::Model& model, const Rows& rows, bool m
                         " does not match the targets of shape ",
                         shape_text(out.target.sizes().vec())));
   out.prediction = out.prediction.reshape(out.target.sizes());
-  out.loss = loss_ == "mse"
-                 ? torch::mse_loss(out.prediction, out.target, reduction)
-                 : torch::binary_cross_entropy_with_logits(out.prediction, out.target, {}, {},
-                                                           reduction);
+  out.loss = loss_ == "mse" ? torch::mse_loss(out.prediction, out.target, reduction)
+                            : torch::binary_cross_entropy_with_logits(out.prediction, out.target,
+                                                                      {}, {}, reduction);
   return out;
 }
 
@@ -133,10 +135,8 @@ torch::Tensor Objective::mean_loss(nn::Model& model, const Rows& rows) const {
 }
 
 std::vector<double> Objective::empty_sums() const {
-  return std::vector<double>(kFixedSums + (loss_ == "mse" ? 2 * std::max<std::int64_t>(
-                                                                    target_dim_, 1)
-                                                          : 0),
-                             0.0);
+  return std::vector<double>(
+      kFixedSums + (loss_ == "mse" ? 2 * std::max<std::int64_t>(target_dim_, 1) : 0), 0.0);
 }
 
 void Objective::add_to(std::vector<double>& sums, nn::Model& model, const Rows& rows) const {

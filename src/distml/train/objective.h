@@ -17,10 +17,10 @@ namespace distml::train {
 
 /// Metrics of an evaluation pass over the test split, summed over every rank's shard.
 struct EvalMetrics {
-  double loss = 0;        // mean loss per sample (per character for a language model; per
-                          // target element for mse and bce_with_logits)
-  double accuracy = 0;    // fraction of correct predictions (cross_entropy, bce_with_logits)
-  double perplexity = 0;  // exp(loss); language models only
+  double loss = 0;         // mean loss per sample (per character for a language model; per
+                           // target element for mse and bce_with_logits)
+  double accuracy = 0;     // fraction of correct predictions (cross_entropy, bce_with_logits)
+  double perplexity = 0;   // exp(loss); language models only
   double mse = 0, r2 = 0;  // mse: mean squared error per target element, and R^2 (1 - SSE/SST,
                            // SST around each output's test mean: scikit-learn's r2_score for
                            // one output, its variance-weighted average for several)
@@ -61,8 +61,8 @@ class Objective {
 
  private:
   struct Output {
-    torch::Tensor loss;                    // summed over the rows' samples or target elements
-    torch::Tensor prediction, target;      // what the metrics compare
+    torch::Tensor loss;                // summed over the rows' samples or target elements
+    torch::Tensor prediction, target;  // what the metrics compare
   };
   Output evaluate(nn::Model& model, const Rows& rows, bool mean) const;
   torch::Tensor input(const Rows& rows) const;

@@ -8,8 +8,8 @@
 #include "distml/comm/block_range.h"
 #include "distml/core/error.h"
 #include "distml/data/csv_reader.h"
-#include "distml/data/npz_reader.h"
 #include "distml/data/idx_reader.h"
+#include "distml/data/npz_reader.h"
 #include "distml/data/permutation.h"
 #include "distml/data/text_corpus.h"
 
@@ -178,8 +178,10 @@ TaskData load_npz_task(const DataConfig& c) {
     if (test.x.row_elements() != layout.x.row_elements() ||
         test.float_targets() != layout.float_targets() ||
         test.y.row_elements() != layout.y.row_elements())
-      throw DataError(cat(c.test_path, ": arrays 'x' and 'y' have other row shapes or target kind "
-                                       "than those of ", c.path));
+      throw DataError(cat(c.test_path,
+                          ": arrays 'x' and 'y' have other row shapes or target kind "
+                          "than those of ",
+                          c.path));
     n_test = test.x.rows();
   }
   TaskData t;

@@ -128,8 +128,12 @@ data::ShardedSampler sampler_for(const TaskData& data, const TrainConfig& c,
                                  comm::Communicator& comm) {
   const auto per_step = static_cast<std::size_t>(c.train.batch_size * c.train.accumulate);
   if (data.is_shard)
-    return {data.train.num_samples, 1, 0, per_step,
-            c.train.seed ^ (0x9E3779B97F4A7C15ull * (comm.rank() + 1)), true};
+    return {data.train.num_samples,
+            1,
+            0,
+            per_step,
+            c.train.seed ^ (0x9E3779B97F4A7C15ull * (comm.rank() + 1)),
+            true};
   return {data.train.num_samples, comm.size(), comm.rank(), per_step, c.train.seed, true};
 }
 
@@ -175,8 +179,7 @@ struct Trainer::State {
     double loss_sum = 0;
     for (std::int64_t m = 0; m < k; ++m) {
       strategy->before_backward(m == k - 1);
-      Rows rows{.features = batch.features.data() + m * micro * batch.feature_dim,
-                .count = micro};
+      Rows rows{.features = batch.features.data() + m * micro * batch.feature_dim, .count = micro};
       if (batch.targets.empty())
         rows.labels = batch.labels.data() + m * micro;
       else
@@ -202,32 +205,20 @@ struct Trainer::State {
   // averaged), before it is evaluated, saved or exported.
   void consolidate() {
     strategy->reconcile(*optimizer);
-    average_buffers();
-  }
-
-  // Running statistics (BatchNorm) differ between ranks: average them (see the header).
-  void average_buffers() {
-    torch::NoGradGuard no_grad;
-    for (auto& b : model.named_buffers()) {
-      auto& t = b.value();
-      if (t.is_floating_point())
-        comm.allreduce(buffer_of(t), {.op = comm::ReduceOp::avg});
-      else
-        comm.broadcast(buffer_of(t), 0);
-    }
+    agree_on_buffers(model.tensors().buffers, comm);  // BatchNorm statistics: see the header
   }
 
   EvalMetrics evaluate() {
     consolidate();
     const auto& test = data.test;
-    const auto range = data.is_shard ? comm::BlockRange{0, test.num_samples}
-                                     : comm::block_range(test.num_samples, comm.size(), comm.rank());
+    const auto range = data.is_shard
+                           ? comm::BlockRange{0, test.num_samples}
+                           : comm::block_range(test.num_samples, comm.size(), comm.rank());
     const std::int64_t chunk = std::max<std::int64_t>(256, config.train.batch_size);
     auto sums = objective.empty_sums();
     model.train(false);
     for (std::size_t i = range.begin; i < range.end; i += chunk)
-      objective.add_to(sums, model,
-                       rows_of(test, i, std::min<std::int64_t>(chunk, range.end - i)));
+      objective.add_to(sums, model, rows_of(test, i, std::min<std::int64_t>(chunk, range.end - i)));
     model.train(true);
     comm.allreduce(comm::Buffer{sums.data(), sums.size(), comm::DType::f64});
     return objective.metrics(sums);
@@ -241,9 +232,9 @@ struct Trainer::State {
     std::string why;
     if (comm.rank() == 0) {
       try {
-        write_checked_file(checkpoint_path(dir),
-                           encode_checkpoint(model, *optimizer, {global_step, position},
-                                             comm.size(), config));
+        write_checked_file(
+            checkpoint_path(dir),
+            encode_checkpoint(model, *optimizer, {global_step, position}, comm.size(), config));
       } catch (const std::exception& e) {
         failed = 1;
         why = e.what();

@@ -45,6 +45,16 @@ TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Commun
   return p;
 }
 
+void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator& comm) {
+  torch::NoGradGuard no_grad;
+  for (const auto& b : buffers) {
+    if (b.is_floating_point())
+      comm.allreduce(buffer_of(b), {.op = comm::ReduceOp::avg});
+    else
+      comm.broadcast(buffer_of(b), 0);
+  }
+}
+
 std::size_t payload_bytes(std::span<const torch::Tensor> tensors) {
   std::size_t n = 0;
   for (const auto& t : tensors) n += t.numel() * t.element_size();

@@ -23,6 +23,10 @@ struct TrainableParameters {
 /// (CommError on every rank otherwise), then copies rank 0's parameters and buffers to all.
 TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Communicator& comm);
 
+/// Collective. Makes the buffers (BatchNorm running statistics) the same on every rank:
+/// floating-point ones become their average over the ranks, counters take rank 0's value.
+void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator& comm);
+
 /// Collective. Replaces each tensor by its average over the ranks (one all-reduce over a flat
 /// copy; all tensors must share a dtype). Returns the payload bytes sent. With `distance`, also
 /// stores there the consensus_distance() of the replicas to that average before it replaced

@@ -1,0 +1,86 @@
+#include "distml/train/data_parallel.h"
+
+#include "distml/train/strategies/replicas.h"
+#include "distml/train/strategy_factory.h"
+
+namespace distml {
+namespace {
+
+// What a parameter server's servers apply: the optimizer the workers built, as options.
+train::OptimizerOptions options_of(torch::optim::Optimizer& optimizer) {
+  train::OptimizerOptions o;
+  auto& group = optimizer.param_groups().at(0).options();
+  if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group)) {
+    o = {.name = "sgd",
+         .lr = sgd->lr(),
+         .momentum = sgd->momentum(),
+         .nesterov = sgd->nesterov(),
+         .weight_decay = sgd->weight_decay()};
+  } else if (auto* adam = dynamic_cast<torch::optim::AdamOptions*>(&group)) {
+    o = {.name = "adam",
+         .lr = adam->lr(),
+         .weight_decay = adam->weight_decay(),
+         .beta1 = std::get<0>(adam->betas()),
+         .beta2 = std::get<1>(adam->betas()),
+         .eps = adam->eps()};
+  } else if (auto* adamw = dynamic_cast<torch::optim::AdamWOptions*>(&group)) {
+    o = {.name = "adamw",
+         .lr = adamw->lr(),
+         .weight_decay = adamw->weight_decay(),
+         .beta1 = std::get<0>(adamw->betas()),
+         .beta2 = std::get<1>(adamw->betas()),
+         .eps = adamw->eps()};
+  } else {
+    throw ConfigError(
+        "DataParallel with strategy ps: the servers apply SGD, Adam or AdamW; "
+        "this optimizer is none of them");
+  }
+  return o;
+}
+
+std::unique_ptr<train::Strategy> strategy_for(const train::StrategyConfig& strategy,
+                                              torch::optim::Optimizer& optimizer,
+                                              comm::Communicator& comm) {
+  train::TrainConfig config;
+  config.source = "DataParallel";
+  config.strategy = strategy;
+  if (strategy.name == "ps") config.optim = options_of(optimizer);
+  return train::make_strategy(config, comm);
+}
+
+}  // namespace
+
+DataParallel::DataParallel(const torch::nn::Module& model, torch::optim::Optimizer& optimizer,
+                           comm::Communicator& comm, const train::StrategyConfig& strategy)
+    : DataParallel(nn::tensors_of(model), optimizer, comm, strategy) {}
+
+DataParallel::DataParallel(const nn::ModelTensors& model, torch::optim::Optimizer& optimizer,
+                           comm::Communicator& comm, const train::StrategyConfig& strategy)
+    : strategy_(strategy_for(strategy, optimizer, comm)),
+      optimizer_(optimizer),
+      training_comm_(strategy_->training_comm() ? *strategy_->training_comm() : comm),
+      buffers_(model.buffers) {
+  strategy_->setup(model);
+  if (trains()) sync();
+}
+
+DataParallel::~DataParallel() = default;
+
+void DataParallel::step() {
+  strategy_->before_optimizer_step();
+  strategy_->optimizer_step(optimizer_);
+  strategy_->after_optimizer_step(optimizer_, ++steps_);
+  sync();
+}
+
+void DataParallel::synchronize() {
+  strategy_->reconcile(optimizer_);
+  train::agree_on_buffers(buffers_, training_comm_);
+}
+
+void DataParallel::finish() {
+  synchronize();
+  strategy_->finish();
+}
+
+}  // namespace distml
