@@ -1,13 +1,15 @@
 """Prints bench/train_speed.sh's JSON lines as one markdown table per case (model, batch per
-rank): median steps/s of distml and DDP at each world size, their ratio, and the weak-scaling
-efficiency (steps/s at np ranks / steps/s at 1 rank; the batch per rank is fixed, so 1.00 is
-perfect). Only the latest run in the file unless --run or --all says otherwise."""
+rank): median steps/s of distml over mpi, distml over gloo and DDP (gloo) at each world size,
+distml's ratios to DDP (gloo / DDP compares like with like: the same transport), and the
+weak-scaling efficiency (steps/s at np ranks / steps/s at 1 rank; the batch per rank is fixed,
+so 1.00 is perfect). Only the latest run in the file unless --run or --all says otherwise.
+Records without an engine (older runs) are distml over mpi."""
 import argparse
 import json
 import statistics
 import sys
 
-IMPLS = ("distml", "ddp")
+IMPLS = ("distml", "distml-gloo", "ddp")
 
 
 def read_records(path):
@@ -45,14 +47,15 @@ def case_table(model, batch, records):
     rep_counts = sorted(set(reps.values()))
     lines = [f"### {model}, batch {batch} per rank "
              f"(median of {'/'.join(map(str, rep_counts))} reps)", "",
-             "| np | distml steps/s | DDP steps/s | distml / DDP | distml scaling | DDP scaling |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| np | distml mpi steps/s | distml gloo steps/s | DDP (gloo) steps/s | "
+             "mpi / DDP | gloo / DDP | distml mpi scaling | DDP scaling |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for np_ in nps:
-        d, p = medians.get(("distml", np_)), medians.get(("ddp", np_))
+        d, g, p = (medians.get((impl, np_)) for impl in IMPLS)
         d_scaling = ratio(d, medians.get(("distml", 1)))
         p_scaling = ratio(p, medians.get(("ddp", 1)))
-        lines.append(f"| {np_} | {fmt(d, 1)} | {fmt(p, 1)} | {fmt(ratio(d, p), 2)} | "
-                     f"{fmt(d_scaling, 2)} | {fmt(p_scaling, 2)} |")
+        lines.append(f"| {np_} | {fmt(d, 1)} | {fmt(g, 1)} | {fmt(p, 1)} | {fmt(ratio(d, p), 2)} | "
+                     f"{fmt(ratio(g, p), 2)} | {fmt(d_scaling, 2)} | {fmt(p_scaling, 2)} |")
     return lines
 
 

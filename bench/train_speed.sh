@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training speed of distml against PyTorch DDP (gloo, CPU; bench/ddp_train.py) on the same
 # models, batch per rank and threads: lenet5 at batch 64 and mlp at batch 128, at 2 and 1
-# ranks, the two alternating rep by rep so that drifting machine load hits both alike.
+# ranks; distml over the mpi engine and over the gloo engine (DDP's transport: like against
+# like), all three alternating rep by rep so that drifting machine load hits them alike.
 # Appends one JSON line per run to bench/results/train_speed.jsonl and prints a table per case.
 # Usage: bench/train_speed.sh [--reps N]; knobs REPS (3), STEPS (300 timed), WARMUP (20),
 # BUILD (build), NPS ("2 1"), OUT (the JSON lines file), RUN_TIMEOUT (600 s for one run).
@@ -38,11 +39,11 @@ check_done() {
   fi
 }
 
-run_distml() {  # model batch np
+run_distml() {  # model batch np engine
   # train.eval_every has no "never" (it must be >= 0), but evaluation is left out of
   # steps_per_sec, which covers all max_steps steps: distml's warm-up steps are timed too.
   local config=examples/mnist_${1/lenet5/lenet}.toml rc=0
-  local cmd=(timeout "$run_timeout" "$distml" train --config "$config" --np "$3" --engine mpi
+  local cmd=(timeout "$run_timeout" "$distml" train --config "$config" --np "$3" --engine "$4"
              --set train.max_steps=$((warmup + steps)) --set train.threads=1
              --set train.batch_size="$2" --set optim.lr=0.01 --set optim.schedule=constant --json)
   "${cmd[@]}" >"$stdout_file" 2>"$stderr_file" || rc=$?
@@ -71,8 +72,12 @@ for case in "lenet5 64" "mlp 128"; do
   for np in ${NPS:-2 1}; do
     for ((rep = 1; rep <= reps; rep++)); do
       echo "train_speed: $model batch $batch, $np ranks, rep $rep/$reps" >&2
-      run_distml "$model" "$batch" "$np"
+      run_distml "$model" "$batch" "$np" mpi
       record distml "$model" "$batch" "$np" "$rep"
+      if ((np > 1)); then  # at one rank the engines do not communicate
+        run_distml "$model" "$batch" "$np" gloo
+        record distml-gloo "$model" "$batch" "$np" "$rep"
+      fi
       run_ddp "$model" "$batch" "$np"
       record ddp "$model" "$batch" "$np" "$rep"
     done

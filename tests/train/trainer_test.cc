@@ -54,6 +54,25 @@ TEST(Trainer, BucketsAreReducedWhileBackwardStillRuns) {
   });
   EXPECT_GT(ranks[0].result.early_bucket_launches, 0);
   EXPECT_GT(ranks[0].result.comm_time_s, 0);
+  EXPECT_GT(ranks[0].result.overlap_fraction, 0);
+}
+
+// overlap_fraction counts communication while backward still ran, nothing else: with one
+// bucket, which starts when backward ends, it is 0, even on a straggler that sleeps while its
+// all-reduce is in flight (which the share of the wait the step did not see would count).
+TEST(Trainer, OneBucketOverlapsNothingEvenOnAStraggler) {
+  auto data = synthetic_images(64);
+  auto config = config_for("lenet5", "sgd", 8, 4);
+  config.strategy.first_bucket_mb = config.strategy.bucket_mb = 25;  // one bucket
+  config.train.slow_rank = 0;
+  config.train.slow_factor = 5;
+  auto ranks =
+      on_ranks(2, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+  for (const auto& r : ranks) {
+    EXPECT_GT(r.result.comm_time_s, 0);
+    EXPECT_EQ(r.result.early_bucket_launches, 0);
+    EXPECT_EQ(r.result.overlap_fraction, 0);
+  }
 }
 
 class TrainerResume : public ::testing::TestWithParam<std::string> {};

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <mutex>
 
+#include "../data/temp_dir.h"
 #include "distml/core/error.h"
 #include "trainer_fixture.h"
 
@@ -245,16 +246,55 @@ TEST(ZeroStrategy, RanksThatOwnOnlyPaddingStillFollowTheReference) {
   }
 }
 
-TEST(ZeroStrategy, CheckpointDirIsAConfigErrorNamingTheKey) {
-  auto data = synthetic_images(16);
-  auto config = with_zero(config_for("mlp", "adam", 4, 1), 2);
-  config.train.checkpoint_dir = "unused";
-  try {
-    on_ranks(1, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
-    FAIL() << "zero accepted a checkpoint_dir";
-  } catch (const ConfigError& e) {
-    EXPECT_NE(std::string(e.what()).find("train.checkpoint_dir"), std::string::npos) << e.what();
+// Each rank's shard optimizer (Adam's moments and step counts) goes into the checkpoint and
+// comes back to the same rank: k steps, then a resume for k more, equal 2k steps straight.
+TEST(ZeroStrategy, ResumeContinuesExactlyAtStagesOneAndTwo) {
+  const int world = 3, batch = 4, k = 5;
+  data::testing::TempDir dir;
+  auto data = synthetic_images(batch * world * 2 * k);
+  for (int stage : {1, 2}) {
+    const auto config = with_zero(config_for("mlp", "adam", batch, 2 * k), stage);
+    auto straight =
+        on_ranks(world, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+    auto first = config;
+    first.train.max_steps = k;
+    first.train.checkpoint_dir = dir.file(cat("stage", stage));
+    on_ranks(world, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
+    auto resumed = on_ranks(world, [&](comm::Communicator& comm) {
+      return train_once(config, comm, data, first.train.checkpoint_dir);
+    });
+    for (int r = 0; r < world; ++r)
+      for (std::size_t i = 0; i < straight[r].params.size(); ++i)
+        EXPECT_TRUE(torch::equal(resumed[r].params[i], straight[r].params[i]))
+            << "stage " << stage << " rank " << r << " parameter " << i;
   }
+}
+
+// Clipping by the global norm: ZeRO computes the norm from every rank's shard, and so clips
+// as all-reduce and one rank on the N-times batch do (they clip the whole averaged gradient).
+TEST(ZeroStrategy, ClippingByGlobalNormEqualsAllreduceAndOneRank) {
+  const int world = 3, batch = 4, steps = 20;
+  auto data = synthetic_images(batch * world * steps);
+  auto config = config_for("mlp", "sgd", batch, steps);
+  config.train.clip_grad_norm = 0.05;  // below the gradients' norm (about 1): clipping acts
+  auto one_rank = config;
+  one_rank.train.batch_size = batch * world;
+  auto reference =
+      on_ranks(1, [&](comm::Communicator& c) { return train_once(one_rank, c, data); });
+  auto allreduce =
+      on_ranks(world, [&](comm::Communicator& c) { return train_once(config, c, data); });
+  for (int stage : {1, 2}) {
+    auto zero = on_ranks(world, [&](comm::Communicator& comm) {
+      return train_once(with_zero(config, stage), comm, data);
+    });
+    expect_equivalent(zero, reference[0], allreduce, steps);
+  }
+  auto unclipped = one_rank;
+  unclipped.train.clip_grad_norm = 0;
+  auto free_run =
+      on_ranks(1, [&](comm::Communicator& c) { return train_once(unclipped, c, data); });
+  EXPECT_GT(trajectory_difference(free_run[0], reference[0]), 1000 * trajectory_tolerance(steps))
+      << "the clip must change the trajectory, or this test shows nothing";
 }
 
 }  // namespace

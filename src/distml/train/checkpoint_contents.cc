@@ -50,7 +50,8 @@ torch::Tensor bytes_tensor(const std::string& s) {
   return t;
 }
 std::string tensor_bytes(const torch::Tensor& t) {
-  return {static_cast<const char*>(t.data_ptr()), static_cast<std::size_t>(t.numel())};
+  const auto c = t.contiguous();
+  return {static_cast<const char*>(c.data_ptr()), static_cast<std::size_t>(c.numel())};
 }
 
 // The model's tensors in order, parameters then buffers, and their names one per line.
@@ -81,8 +82,17 @@ std::int64_t read_int(torch::serialize::InputArchive& archive, const char* key) 
 
 }  // namespace
 
+std::string generator_state() {
+  return tensor_bytes(at::detail::getDefaultCPUGenerator().get_state());
+}
+
+void set_generator_state(const std::string& state) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to it
+  generator.set_state(bytes_tensor(state));
+}
+
 std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& optimizer,
-                              const TrainingPosition& position, int world_size,
+                              const TrainingPosition& position, const std::vector<RankState>& ranks,
                               const TrainConfig& config) {
   torch::serialize::OutputArchive archive, model_archive, optimizer_archive;
   std::string names;
@@ -98,17 +108,20 @@ std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& o
                 torch::tensor(static_cast<std::int64_t>(position.sampler.epoch), torch::kInt64));
   archive.write("sampler_step",
                 torch::tensor(static_cast<std::int64_t>(position.sampler.step), torch::kInt64));
-  archive.write("world_size", torch::tensor(world_size, torch::kInt64));
-  archive.write("rng", at::detail::getDefaultCPUGenerator().get_state());
+  archive.write("world_size", torch::tensor(static_cast<std::int64_t>(ranks.size())));
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    archive.write(cat("rng_", r), bytes_tensor(ranks[r].rng));
+    archive.write(cat("strategy_", r), bytes_tensor(ranks[r].strategy));
+  }
   archive.write("config", bytes_tensor(canonical_text(config)));
   std::ostringstream out;
   archive.save_to(out);
   return out.str();
 }
 
-TrainingPosition decode_checkpoint(const std::string& payload, const std::string& path,
-                                   nn::Model& model, torch::optim::Optimizer& optimizer,
-                                   int world_size, const TrainConfig& config) {
+Resumed decode_checkpoint(const std::string& payload, const std::string& path, nn::Model& model,
+                          torch::optim::Optimizer& optimizer, int rank, int world_size,
+                          const TrainConfig& config) {
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   try {
     archive.load_from(payload.data(), payload.size());
@@ -133,13 +146,13 @@ TrainingPosition decode_checkpoint(const std::string& payload, const std::string
     }
     archive.read("optimizer", optimizer_archive);
     optimizer.load(optimizer_archive);
-    TrainingPosition position;
-    position.global_step = read_int(archive, "global_step");
-    position.sampler.epoch = read_int(archive, "sampler_epoch");
-    position.sampler.step = read_int(archive, "sampler_step");
-    at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to it
-    generator.set_state(read_tensor(archive, "rng"));
-    return position;
+    Resumed resumed;
+    resumed.position.global_step = read_int(archive, "global_step");
+    resumed.position.sampler.epoch = read_int(archive, "sampler_epoch");
+    resumed.position.sampler.step = read_int(archive, "sampler_step");
+    resumed.own.rng = tensor_bytes(read_tensor(archive, cat("rng_", rank)));
+    resumed.own.strategy = tensor_bytes(read_tensor(archive, cat("strategy_", rank)));
+    return resumed;
   } catch (const CheckpointError&) {
     throw;
   } catch (const std::exception& e) {

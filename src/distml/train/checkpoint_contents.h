@@ -1,13 +1,15 @@
 // What a training checkpoint holds, and the rules for resuming from one: the model's
 // parameters and buffers by name (built-in and TorchScript models alike), the optimizer
-// state, the step, the sampler's position, the random generator, the world size and the
-// configuration it was written under. checkpoint_file.h makes the file around it.
+// state, the step, the sampler's position, the world size, the configuration it was written
+// under, and for every rank its random generator (dropout resumes exactly) and its strategy's
+// own state (ZeRO's optimizer shard). checkpoint_file.h makes the file around it.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "distml/data/sharded_sampler.h"
 #include "distml/nn/model_registry.h"
@@ -20,17 +22,32 @@ struct TrainingPosition {
   data::SamplerPosition sampler;
 };
 
-/// The checkpoint payload of a run at `position`, of `world_size` ranks under `config`.
+/// What each rank keeps of its own, serialised.
+struct RankState {
+  std::string rng;       // the default CPU generator's state
+  std::string strategy;  // Strategy::save_state()
+};
+
+/// The checkpoint payload of a run at `position` under `config`, of ranks.size() ranks.
 std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& optimizer,
-                              const TrainingPosition& position, int world_size,
+                              const TrainingPosition& position, const std::vector<RankState>& ranks,
                               const TrainConfig& config);
 
-/// Loads a payload into the model, optimizer and the default random generator, and returns
-/// where to go on from. CheckpointError naming `path` when it was written by a run whose
-/// configuration differs in a key that shapes the trajectory (run keys such as train.epochs
-/// may change), by another number of ranks, for another model, or is unreadable.
-TrainingPosition decode_checkpoint(const std::string& payload, const std::string& path,
-                                   nn::Model& model, torch::optim::Optimizer& optimizer,
-                                   int world_size, const TrainConfig& config);
+struct Resumed {
+  TrainingPosition position;
+  RankState own;  // what rank `rank` saved
+};
+
+/// Loads a payload into the model and optimizer, and returns where to go on from and what
+/// rank `rank` saved of its own. CheckpointError naming `path` when it was written by a run
+/// whose configuration differs in a key that shapes the trajectory (run keys such as
+/// train.epochs may change), by another number of ranks, for another model, or is unreadable.
+Resumed decode_checkpoint(const std::string& payload, const std::string& path, nn::Model& model,
+                          torch::optim::Optimizer& optimizer, int rank, int world_size,
+                          const TrainConfig& config);
+
+/// The default CPU generator's state, and setting it back.
+std::string generator_state();
+void set_generator_state(const std::string& state);
 
 }  // namespace distml::train

@@ -62,6 +62,8 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::choice_key("train", "dtype", {"float32", "float64"}, CONFIG_FIELD(train.dtype)),
       K::choice_key("train", "loss", {"cross_entropy", "mse", "bce_with_logits", "model"},
                     CONFIG_FIELD(train.loss)),
+      K::float_key("train", "clip_grad_norm", config::kNonNegative,
+                   CONFIG_FIELD(train.clip_grad_norm)),
       K::int_key("train", "log_every", 1, CONFIG_FIELD(train.log_every)),
       K::int_key("train", "eval_every", 0, CONFIG_FIELD(train.eval_every)),
       K::int_key("train", "checkpoint_every", 0, CONFIG_FIELD(train.checkpoint_every)),
@@ -107,9 +109,10 @@ void check_consistency(const TrainConfig& c) {
     throw ConfigError(cat(c.source, ": optim.nesterov = true needs optim.momentum > 0, got ",
                           config::format_float(c.optim.momentum)));
   if (!c.train.export_module.empty() && c.model.name != "torchscript")
-    throw ConfigError(cat(c.source, ": train.export_module writes a TorchScript module, which only ",
-                          "model.name = \"torchscript\" has; use train.export for the weights of \"",
-                          c.model.name, "\""));
+    throw ConfigError(
+        cat(c.source, ": train.export_module writes a TorchScript module, which only ",
+            "model.name = \"torchscript\" has; use train.export for the weights of \"",
+            c.model.name, "\""));
   if (c.strategy.stage > 2)
     throw ConfigError(
         cat(c.source, ": strategy.stage: expected 1 or 2 (ZeRO stages), got ", c.strategy.stage));

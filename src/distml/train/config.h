@@ -30,18 +30,19 @@ struct TrainLoopConfig {
   std::int64_t batch_size = 64;  // per rank
   std::int64_t accumulate = 1;   // micro-steps per optimizer step (gradient accumulation)
   std::uint64_t seed = 1;
-  std::int64_t threads = 1;           // intra-op threads per rank
-  std::string dtype = "float32";      // parameters and arithmetic: float32 | float64
+  std::int64_t threads = 1;            // intra-op threads per rank
+  std::string dtype = "float32";       // parameters and arithmetic: float32 | float64
   std::string loss = "cross_entropy";  // cross_entropy | mse | bce_with_logits | model
-  std::int64_t log_every = 50;        // steps between metric lines
-  std::int64_t eval_every = 0;        // steps between evaluations (0: at the end of each epoch)
-  std::int64_t checkpoint_every = 0;  // steps between checkpoints (0: only at the end)
-  std::string checkpoint_dir;         // empty: no checkpoints
-  std::string export_path;            // final weights as a torch.load-able name -> tensor file
-  std::string export_module;          // TorchScript models: the trained module, torch.jit.load-able
-  double timeout_s = 300;             // deadline of every collective
-  std::int64_t slow_rank = -1;        // straggler experiments: this rank's compute is slowed
-  double slow_factor = 1;             // ... by this factor (it sleeps (factor - 1) x its compute)
+  double clip_grad_norm = 0;           // > 0: scale gradients to at most this global 2-norm
+  std::int64_t log_every = 50;         // steps between metric lines
+  std::int64_t eval_every = 0;         // steps between evaluations (0: at the end of each epoch)
+  std::int64_t checkpoint_every = 0;   // steps between checkpoints (0: only at the end)
+  std::string checkpoint_dir;          // empty: no checkpoints
+  std::string export_path;             // final weights as a torch.load-able name -> tensor file
+  std::string export_module;    // TorchScript models: the trained module, torch.jit.load-able
+  double timeout_s = 300;       // deadline of every collective
+  std::int64_t slow_rank = -1;  // straggler experiments: this rank's compute is slowed
+  double slow_factor = 1;       // ... by this factor (it sleeps (factor - 1) x its compute)
 };
 
 struct StrategyConfig {

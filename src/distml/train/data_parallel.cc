@@ -59,6 +59,7 @@ DataParallel::DataParallel(const nn::ModelTensors& model, torch::optim::Optimize
     : strategy_(strategy_for(strategy, optimizer, comm)),
       optimizer_(optimizer),
       training_comm_(strategy_->training_comm() ? *strategy_->training_comm() : comm),
+      parameters_(model.parameters),
       buffers_(model.buffers) {
   strategy_->setup(model);
   if (trains()) sync();
@@ -66,8 +67,9 @@ DataParallel::DataParallel(const nn::ModelTensors& model, torch::optim::Optimize
 
 DataParallel::~DataParallel() = default;
 
-void DataParallel::step() {
+void DataParallel::step(double clip_grad_norm) {
   strategy_->before_optimizer_step();
+  if (clip_grad_norm > 0) strategy_->clip_gradients(clip_grad_norm, parameters_);
   strategy_->optimizer_step(optimizer_);
   strategy_->after_optimizer_step(optimizer_, ++steps_);
   sync();

@@ -55,8 +55,9 @@ class DataParallel {
   void no_sync() { strategy_->before_backward(false); }
   void sync() { strategy_->before_backward(true); }
 
-  /// Collective: the update, after backward (point 3 above).
-  void step();
+  /// Collective: the update, after backward (point 3 above). With clip_grad_norm > 0 the
+  /// gradient is first scaled to at most that global 2-norm (computed across ZeRO's shards).
+  void step(double clip_grad_norm = 0);
   /// Collective: every replica becomes the one model (point 4 above).
   void synchronize();
   /// Collective, once at the end, on every training rank.
@@ -75,7 +76,7 @@ class DataParallel {
   std::unique_ptr<train::Strategy> strategy_;
   torch::optim::Optimizer& optimizer_;
   comm::Communicator& training_comm_;
-  std::vector<torch::Tensor> buffers_;
+  std::vector<torch::Tensor> parameters_, buffers_;
   std::int64_t steps_ = 0;
 };
 

@@ -5,6 +5,7 @@
 // The trainer's step, with the hooks in order:
 //   before_backward(sync) ... forward, backward ...   (once per micro-batch)
 //   before_optimizer_step()                           (.grad() now holds what to apply)
+//   clip_gradients(max_norm, parameters)              (with train.clip_grad_norm > 0)
 //   optimizer_step(optimizer)                         (the update; default: optimizer.step())
 //   after_optimizer_step(optimizer, step)             (model averaging, gossip, elastic pull)
 // and reconcile(optimizer) before every evaluation, checkpoint and the end of training, then
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "distml/comm/communicator.h"
 #include "distml/nn/model_tensors.h"
@@ -27,6 +29,9 @@ struct StrategyStats {
                                    // tensors handed to collectives or sends, not wire traffic)
   double comm_seconds = 0;         // last step: from the first launch to the last completion
   double exposed_seconds = 0;      // last step: the part the step waited for after backward
+  double overlapped_seconds = 0;   // last step: the part that ran while backward still produced
+                                   // gradients: from the first launch to the launch of the last
+                                   // bucket that a gradient hook completed (0 with one bucket)
   std::size_t early_launches = 0;  // last step: reductions started while backward still ran
   double consensus_distance = 0;   // at the last reconcile() after a training step, before it
                                    // took effect: sqrt(mean over ranks of ||x_r - x||^2), x the
@@ -36,7 +41,7 @@ struct StrategyStats {
                                           // holds itself, ZeRO's shard; TrainResult adds what
                                           // the trainer's optimizer holds
   double overlapped_fraction() const {
-    return comm_seconds > 0 ? 1.0 - exposed_seconds / comm_seconds : 0.0;
+    return comm_seconds > 0 ? overlapped_seconds / comm_seconds : 0.0;
   }
 };
 
@@ -51,8 +56,21 @@ class Strategy {
   /// Called after the last backward of a step: on return, every .grad() holds the gradient
   /// the update applies (ZeRO stage 2: the strategy holds this rank's shard of it instead).
   virtual void before_optimizer_step() = 0;
+  /// Scales the gradients the update will apply so that their global 2-norm is at most
+  /// `max_norm` (torch.nn.utils.clip_grad_norm_). The default clips the parameters' .grad(),
+  /// which hold the averaged gradient (every rank clips alike) or, for strategies that step on
+  /// their own gradients, this replica's (as one process would). Strategies that hold the
+  /// gradient in shards compute the norm across ranks.
+  virtual void clip_gradients(double max_norm, const std::vector<torch::Tensor>& parameters) {
+    torch::nn::utils::clip_grad_norm_(parameters, max_norm);
+  }
   /// Applies the update.
   virtual void optimizer_step(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+  /// Collective, at a checkpoint: what this rank's strategy holds beyond the model and the
+  /// trainer's optimizer (ZeRO's optimizer shard), serialised; empty where there is nothing.
+  virtual std::string save_state() { return {}; }
+  /// At a resume, before the first step: what save_state() returned on this rank.
+  virtual void load_state(const std::string& /*state*/) {}
   /// Called after a resume from a checkpoint: the next step is `global_step` + 1.
   virtual void resumed_at(std::int64_t /*global_step*/) {}
   /// Called after the update of step `step` (1 for the first step of training).

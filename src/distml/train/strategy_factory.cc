@@ -40,6 +40,11 @@ EasgdOptions easgd_options(const TrainConfig& config, int world) {
 // Buckets of at most 4 MiB, whatever strategy.bucket_mb says, so that shards can balance.
 PsStrategyOptions ps_options(const TrainConfig& config) {
   const StrategyConfig& c = config.strategy;
+  if (config.train.clip_grad_norm > 0)
+    throw ConfigError(cat(config.source,
+                          ": train.clip_grad_norm: strategy ps does not clip gradients (its "
+                          "servers apply the update to gradients from several workers); set it "
+                          "to 0, or use strategy allreduce or zero"));
   if (!config.train.checkpoint_dir.empty())
     throw ConfigError(cat(config.source,
                           ": train.checkpoint_dir: strategy ps does not write or resume "
@@ -64,11 +69,6 @@ std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communi
   if (c.name == "allreduce") return std::make_unique<AllreduceStrategy>(comm, allreduce_options(c));
   if (c.name == "ps") return std::make_unique<PsStrategy>(comm, ps_options(config));
   if (c.name == "zero") {
-    if (!config.train.checkpoint_dir.empty())
-      throw ConfigError(cat(config.source,
-                            ": train.checkpoint_dir: strategy zero does not write or resume "
-                            "checkpoints (each rank holds only its shard of the optimizer "
-                            "state); leave checkpoint_dir empty, or use strategy allreduce"));
     return std::make_unique<ZeroStrategy>(
         comm,
         ZeroStrategyOptions{.stage = static_cast<int>(c.stage), .buckets = allreduce_options(c)});

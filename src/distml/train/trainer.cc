@@ -190,6 +190,8 @@ struct Trainer::State {
     }
     if (world.rank() == config.train.slow_rank) straggle(seconds_since(compute_start));
     strategy->before_optimizer_step();
+    if (config.train.clip_grad_norm > 0)
+      strategy->clip_gradients(config.train.clip_grad_norm, model.parameters());
     strategy->optimizer_step(*optimizer);
     strategy->after_optimizer_step(*optimizer, global_step + 1);
     return loss_sum;
@@ -224,9 +226,31 @@ struct Trainer::State {
     return objective.metrics(sums);
   }
 
+  // Collective: every rank's own state (its generator, its strategy's), for rank 0 to save.
+  std::vector<RankState> gather_rank_states() {
+    const RankState mine{generator_state(), strategy->save_state()};
+    std::vector<RankState> all(comm.size());
+    auto gather = [&](const std::string& bytes, std::string RankState::*field) {
+      std::vector<std::int64_t> sizes(comm.size());
+      const std::int64_t size = static_cast<std::int64_t>(bytes.size());
+      comm.allgather(comm::ConstBuffer{&size, 1, comm::DType::i64},
+                     comm::Buffer{sizes.data(), sizes.size(), comm::DType::i64});
+      const std::int64_t widest = *std::max_element(sizes.begin(), sizes.end());
+      std::string padded = bytes, joined(widest * comm.size(), '\0');
+      padded.resize(widest);
+      comm.allgather(comm::ConstBuffer{padded.data(), padded.size(), comm::DType::u8},
+                     comm::Buffer{joined.data(), joined.size(), comm::DType::u8});
+      for (int r = 0; r < comm.size(); ++r) all[r].*field = joined.substr(r * widest, sizes[r]);
+    };
+    gather(mine.rng, &RankState::rng);
+    gather(mine.strategy, &RankState::strategy);
+    return all;
+  }
+
   // Collective: every rank averages its buffers, rank 0 writes, and all learn whether it did.
   void save_checkpoint(const data::SamplerPosition& position) {
     consolidate();
+    const auto ranks = gather_rank_states();
     const std::string& dir = config.train.checkpoint_dir;
     std::int32_t failed = 0;
     std::string why;
@@ -234,7 +258,7 @@ struct Trainer::State {
       try {
         write_checked_file(
             checkpoint_path(dir),
-            encode_checkpoint(model, *optimizer, {global_step, position}, comm.size(), config));
+            encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config));
       } catch (const std::exception& e) {
         failed = 1;
         why = e.what();
@@ -269,10 +293,12 @@ struct Trainer::State {
   }
 
   data::SamplerPosition restore(const std::string& dir) {
-    const auto position = decode_checkpoint(read_checkpoint(dir), checkpoint_path(dir), model,
-                                            *optimizer, comm.size(), config);
-    global_step = position.global_step;
-    return position.sampler;
+    const auto resumed = decode_checkpoint(read_checkpoint(dir), checkpoint_path(dir), model,
+                                           *optimizer, comm.rank(), comm.size(), config);
+    set_generator_state(resumed.own.rng);
+    strategy->load_state(resumed.own.strategy);
+    global_step = resumed.position.global_step;
+    return resumed.position.sampler;
   }
 
   // The trained weights (train.export) and, for a TorchScript model, the module itself in
@@ -352,7 +378,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
 
   TrainResult result;
   data::SamplerPosition position = s.sampler.position();
-  double excluded = 0, exposed = 0, window_loss = 0;
+  double excluded = 0, overlapped = 0, window_loss = 0;
   std::int64_t window_steps = 0;
   auto window_start = Clock::now();
   // Evaluation and checkpoints do not count towards the training loop's time.
@@ -383,7 +409,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
       ++result.steps;
       const auto stats = s.strategy->stats();
       result.comm_time_s += stats.comm_seconds;
-      exposed += stats.exposed_seconds;
+      overlapped += stats.overlapped_seconds;
       result.early_bucket_launches += stats.early_launches;
       position = batch->position;
       const bool epoch_end = ++position.step == s.sampler.steps_per_epoch();
@@ -405,7 +431,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
                     {"samples_per_sec", window_steps * samples_per_step / window_s},
                     {"comm_time_s", result.comm_time_s},
                     {"overlap_fraction",
-                     result.comm_time_s > 0 ? 1 - exposed / result.comm_time_s : 0.0}});
+                     result.comm_time_s > 0 ? overlapped / result.comm_time_s : 0.0}});
         window_loss = 0;
         window_steps = 0;
         window_start = Clock::now();
@@ -447,7 +473,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     result.steps_per_sec = result.steps / loop_s;
     result.samples_per_sec = result.steps_per_sec * samples_per_step;
   }
-  result.overlap_fraction = result.comm_time_s > 0 ? 1 - exposed / result.comm_time_s : 0;
+  result.overlap_fraction = result.comm_time_s > 0 ? overlapped / result.comm_time_s : 0;
   result.wall_s = seconds_since(start);
   return result;
 }

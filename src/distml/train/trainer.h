@@ -45,13 +45,14 @@ struct TrainResult {
   double steps_per_sec = 0;      // over the training loop only: no start-up, evaluation, checkpoint
   double samples_per_sec = 0;    // global: steps_per_sec x batch x accumulate x world size
   double comm_time_s = 0;        // all-reduce time, launch to completion, summed over steps
-  double overlap_fraction = 0;   // the share of comm_time_s hidden behind backward
+  double overlap_fraction = 0;   // the share of comm_time_s that ran while backward still did
+                                 // (StrategyStats::overlapped_seconds)
   std::int64_t early_bucket_launches = 0;  // reductions started while backward still ran
   std::size_t bytes_sent = 0;              // this rank's model payload sent (StrategyStats)
   double consensus_distance = 0;           // replica spread at the last reconcile (StrategyStats)
   std::size_t optimizer_state_bytes = 0;   // optimizer state this rank holds at the end
   nlohmann::json strategy_report = nlohmann::json::object();  // Strategy::report()
-  std::uint64_t param_checksum = 0;        // the same on every rank, else the run fails
+  std::uint64_t param_checksum = 0;  // the same on every rank, else the run fails
   double wall_s = 0;
 };
 

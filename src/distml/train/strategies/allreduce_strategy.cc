@@ -42,7 +42,8 @@ void AllreduceStrategy::launch_ready_buckets() {
   std::size_t launched = 0;
   while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
     const std::size_t index = next_launch_++;
-    if (index == 0) first_launch_ = Clock::now();
+    last_launch_ = Clock::now();
+    if (index == 0) first_launch_ = last_launch_;
     auto& flat = buckets_->flat(index);
     work_[index] = comm_.iallreduce(buffer_of(flat),
                                     {.op = comm::ReduceOp::avg, .algorithm = options_.algorithm});
@@ -54,12 +55,14 @@ void AllreduceStrategy::launch_ready_buckets() {
 }
 
 void AllreduceStrategy::before_optimizer_step() {
-  // 5. Parameters that got no gradient.
+  // 5. Parameters that got no gradient (launching them now is not overlapped).
+  const auto backward_end = last_launch_;
   buckets_->complete_unused(options_.find_unused_parameters);
   const auto wait_start = Clock::now();
   for (auto& work : work_) work.wait();
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
+  stats_.overlapped_seconds = std::max(0.0, seconds_between(first_launch_, backward_end));
   stats_.early_launches = early_launches_;
   early_launches_ = 0;
   for (std::size_t index = 0; index < work_.size(); ++index)

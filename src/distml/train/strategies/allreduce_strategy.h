@@ -62,7 +62,7 @@ class AllreduceStrategy final : public Strategy {
   std::vector<comm::Work> work_;  // per bucket: its all-reduce
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
-  std::chrono::steady_clock::time_point first_launch_;
+  std::chrono::steady_clock::time_point first_launch_, last_launch_;
   StrategyStats stats_;
 };
 

@@ -69,11 +69,13 @@ void PsStrategy::push(std::size_t index) {
   e.pull_work = world_.irecv(buffer_of(e.fresh), server, ps::pull_tag(index));
   e.pushed = true;
   stats_.bytes_sent += grads.numel() * grads.element_size();
-  if (pushes_this_step_++ == 0) first_push_ = Clock::now();
+  last_push_ = Clock::now();
+  if (pushes_this_step_++ == 0) first_push_ = last_push_;
   if (pushes_this_step_ < exchanges_.size()) ++early_pushes_;  // later buckets still pending
 }
 
 void PsStrategy::before_optimizer_step() {
+  backward_end_ = last_push_;  // pushes that complete_unused() starts are not overlapped
   buckets_->complete_unused(options_.find_unused_parameters);
 }
 
@@ -92,6 +94,7 @@ void PsStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   wait_for_parameters();
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_push_);
+  stats_.overlapped_seconds = std::max(0.0, seconds_between(first_push_, backward_end_));
   stats_.early_launches = early_pushes_;
   early_pushes_ = pushes_this_step_ = 0;
   buckets_->reset();

@@ -94,7 +94,7 @@ class PsStrategy final : public Strategy {
   double control_ = 0;
   std::int64_t clock_ = 0;
   std::size_t pushes_this_step_ = 0, early_pushes_ = 0;
-  std::chrono::steady_clock::time_point first_push_;
+  std::chrono::steady_clock::time_point first_push_, last_push_, backward_end_;
   StrategyStats stats_;
   ps::ServerReport summed_;  // rank 0, after finish()
 };

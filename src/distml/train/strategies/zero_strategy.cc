@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <sstream>
 
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
@@ -97,7 +99,8 @@ void ZeroStrategy::launch_ready_buckets() {
   std::size_t launched = 0;
   while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
     const std::size_t index = next_launch_++;
-    if (index == 0) first_launch_ = Clock::now();
+    last_launch_ = Clock::now();
+    if (index == 0) first_launch_ = last_launch_;
     Shard& s = shards_[index];
     auto& flat = buckets_->flat(index);
     if (options_.stage == 1) {
@@ -116,12 +119,14 @@ void ZeroStrategy::launch_ready_buckets() {
 
 void ZeroStrategy::before_optimizer_step() {
   torch::NoGradGuard no_grad;
-  // 3. Parameters that got no gradient.
+  // 3. Parameters that got no gradient (launching them now is not overlapped).
+  const auto backward_end = last_launch_;
   buckets_->complete_unused(options_.buckets.find_unused_parameters);
   const auto wait_start = Clock::now();
   for (auto& s : shards_) s.work.wait();
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
+  stats_.overlapped_seconds = std::max(0.0, seconds_between(first_launch_, backward_end));
   stats_.early_launches = early_launches_;
   early_launches_ = 0;
 
@@ -143,15 +148,41 @@ void ZeroStrategy::before_optimizer_step() {
   next_launch_ = 0;
 }
 
+void ZeroStrategy::clip_gradients(double max_norm, const std::vector<torch::Tensor>&) {
+  torch::NoGradGuard no_grad;
+  auto& grad = shard_.mutable_grad();  // padding elements are zeros: they add nothing
+  double squares = grad.to(torch::kFloat64).square().sum().item<double>();
+  comm_.allreduce(comm::Buffer{&squares, 1, comm::DType::f64});
+  const double coefficient = max_norm / (std::sqrt(squares) + 1e-6);  // as clip_grad_norm_
+  if (coefficient < 1) grad.mul_(coefficient);
+}
+
 void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   // 4. The shard's update, with the options the trainer set for this step.
-  if (!shard_optimizer_) shard_optimizer_ = optimizer_like(optimizer, shard_);
+  if (!shard_optimizer_) {
+    shard_optimizer_ = optimizer_like(optimizer, shard_);
+    if (!saved_state_.empty()) {  // resumed from a checkpoint
+      torch::serialize::InputArchive archive;
+      archive.load_from(saved_state_.data(), saved_state_.size());
+      shard_optimizer_->load(archive);
+      saved_state_.clear();
+    }
+  }
   shard_optimizer_->param_groups()[0].set_options(optimizer.param_groups()[0].options().clone());
   load_shard_from_model();
   shard_optimizer_->step();
   stats_.optimizer_state_bytes = payload_bytes(optimizer_state_tensors(*shard_optimizer_));
   // 5. Everyone's update, everywhere.
   gather_parameters();
+}
+
+std::string ZeroStrategy::save_state() {
+  if (!shard_optimizer_) return saved_state_;  // no step since the start or the resume
+  torch::serialize::OutputArchive archive;
+  shard_optimizer_->save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
 }
 
 // The elements [r x block, (r + 1) x block) of each bucket, as far as they are parameters.

@@ -36,8 +36,9 @@
 //
 // LibTorch 1.13 has no hook after a gradient is accumulated, so autograd still holds each full
 // gradient in .grad() during backward; stage 2 saves the gradient memory a rank holds from the
-// end of backward to the next backward. Checkpoints are not supported (rank 0's optimizer holds
-// no state): the strategy factory refuses train.checkpoint_dir.
+// end of backward to the next backward. A checkpoint keeps every rank's shard optimizer
+// (save_state(), gathered by the trainer); a resume at the same world size gives each rank its
+// own back.
 #pragma once
 
 #include <chrono>
@@ -70,7 +71,13 @@ class ZeroStrategy final : public Strategy {
   void before_optimizer_step() override;
   /// Steps this rank's shard, then all-gathers the parameters. `optimizer` must be an SGD,
   /// Adam or AdamW with one parameter group; it is only read.
+  /// The norm of the whole gradient from every rank's shard (one scalar all-reduce); each rank
+  /// scales its shard.
+  void clip_gradients(double max_norm, const std::vector<torch::Tensor>& parameters) override;
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
+  /// This rank's shard optimizer (its state: momentum, Adam moments and step counts).
+  std::string save_state() override;
+  void load_state(const std::string& state) override { saved_state_ = state; }
   StrategyStats stats() const override { return stats_; }
 
  private:
@@ -84,10 +91,11 @@ class ZeroStrategy final : public Strategy {
   std::unique_ptr<GradientBuckets> buckets_;
   std::vector<Shard> shards_;  // per bucket
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
-  std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;
+  std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
+  std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
-  std::chrono::steady_clock::time_point first_launch_;
+  std::chrono::steady_clock::time_point first_launch_, last_launch_;
   StrategyStats stats_;
 };
 
