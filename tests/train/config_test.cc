@@ -359,5 +359,32 @@ TEST(ConfigLoad, MissingFileNamesThePath) {
   }
 }
 
+// A rule between keys names what set the value at fault: the --set override, not the file.
+TEST(ConfigOrigins, ARuleBrokenByAnOverrideNamesTheOverride) {
+  EXPECT_EQ(config_error("[optim]\nmomentum = 0\n", {"optim.nesterov=true"}),
+            "--set optim.nesterov=true: optim.nesterov = true needs optim.momentum > 0, got 0.0");
+  EXPECT_EQ(config_error("[optim]\nnesterov = true\nmomentum = 0\n"),
+            "x.toml: optim.nesterov = true needs optim.momentum > 0, got 0.0");
+}
+
+TEST(ConfigOrigins, EachKeyKnowsTheFileOrOverrideThatSetIt) {
+  const auto c = parse_config("[train]\nepochs = 2\nseed = 5\n", "x.toml", {"train.epochs=3"});
+  EXPECT_EQ(c.origin("train.epochs"), "--set train.epochs=3");
+  EXPECT_EQ(c.origin("train.seed"), "x.toml");
+  EXPECT_EQ(c.origin("train.batch_size"), "x.toml");  // a default: the run's file
+}
+
+TEST(ConfigOrigins, DescribedConfigListsEveryKeyWithValueSourceAndDefault) {
+  const auto text = described_config(parse_config("[train]\nseed = 5\n", "x.toml",
+                                                  {"train.epochs=3"}));
+  EXPECT_NE(text.find("train.epochs = 3"), std::string::npos) << text;
+  EXPECT_NE(text.find("# --set train.epochs=3 (default 1)"), std::string::npos) << text;
+  EXPECT_NE(text.find("# x.toml (default 1)"), std::string::npos) << text;  // train.seed
+  EXPECT_NE(text.find("train.batch_size = 64"), std::string::npos) << text;
+  std::size_t lines = 0;
+  for (char ch : text) lines += ch == '\n';
+  EXPECT_EQ(lines, config_keys().size());
+}
+
 }  // namespace
 }  // namespace distml::train

@@ -25,6 +25,7 @@ struct TrainOptions {
   std::string engine = "mpi";
   std::string resume;
   bool json = false;
+  bool print_config = false;
 };
 
 std::string hex(std::uint64_t v) {
@@ -131,6 +132,10 @@ void run(TrainOptions o, int argc, char** argv) {
   comm::check_engine_name(o.engine);
   // Read the config before starting ranks, so that a mistake is reported once.
   auto config = train::load_config(o.config_path, o.sets);
+  if (o.print_config) {
+    std::cout << train::described_config(config);
+    return;
+  }
   if (!o.resume.empty() && config.train.checkpoint_dir.empty())
     config.train.checkpoint_dir = o.resume;  // a resumed run goes on saving where it left off
   if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv);
@@ -158,7 +163,8 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
       "train",
       "Train a model with synchronous data parallelism (bucketed all-reduce overlapped with "
       "backward), from a TOML config.\nExample: distml train --config examples/mnist_lenet.toml "
-      "--np 2 --set train.epochs=3\nConfig keys (section.key): see docs/training.md.");
+      "--np 2 --set train.epochs=3\nConfig keys (section.key): see docs/training.md, or "
+      "--print-config for every key with its value, default and source.");
   sub->add_option("--config", o->config_path,
                   "TOML file with [data] [model] [optim] [train] "
                   "[strategy] sections")
@@ -172,6 +178,9 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
                   "Continue exactly from the checkpoint in this directory (and keep saving there "
                   "unless train.checkpoint_dir says otherwise)");
   sub->add_flag("--json", o->json, "Metrics as JSON lines on stdout; the last is the done line");
+  sub->add_flag("--print-config", o->print_config,
+                "Print every config key with its resolved value, its default and where it came "
+                "from (the file, --set, or the default), then exit");
   sub->callback([o, np, argc, argv] {
     o->np_given = np->count() > 0;
     run(*o, argc, argv);

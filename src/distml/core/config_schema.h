@@ -261,8 +261,9 @@ class Schema {
 
   /// Stores every key of `document` into `config`; a ConfigError from `source` for an unknown
   /// section or key (suggesting the nearest) or a value the key does not accept.
-  void apply_document(const toml::table& document, const std::string& source,
-                      Config& config) const {
+  /// With `origins` (one entry per key), records `source` for every key it sets.
+  void apply_document(const toml::table& document, const std::string& source, Config& config,
+                      std::vector<std::string>* origins = nullptr) const {
     for (auto&& [section_key, section_node] : document) {
       const std::string_view section = section_key.str();
       const toml::table* keys = section_node.as_table();
@@ -274,21 +275,26 @@ class Schema {
         throw ConfigError(cat(source, ": '", section, "' must be a section [", section, "], got ",
                               describe(section_node)));
       for (auto&& [name, value] : *keys) {
-        const KeySpec<Config>& spec = specs_[index_.known_key(source, section, name.str())];
+        const std::size_t key = index_.known_key(source, section, name.str());
+        const KeySpec<Config>& spec = specs_[key];
         if (!spec.assign(value, config)) throw_wrong_value(source, spec, value);
+        if (origins) (*origins)[key] = source;
       }
     }
   }
 
   /// Applies "section.key=value" (see parse_override_value). A value that TOML reads as another
   /// type is retried as its raw text, so that a string key takes `--set data.label=1` unquoted.
-  void apply_override(const std::string& override_text, Config& config) const {
+  /// With `origins`, records "--set section.key=value" for the key.
+  void apply_override(const std::string& override_text, Config& config,
+                      std::vector<std::string>* origins = nullptr) const {
     const detail::KeyIndex::Override parsed = index_.split_override(override_text);
     const KeySpec<Config>& spec = specs_[parsed.key];
     const toml::node& value = *parsed.value.get("value");
-    if (spec.assign(value, config)) return;
-    if (!value.is_string() && spec.assign(toml::value<std::string>(parsed.text), config)) return;
-    throw_wrong_value(parsed.source, spec, value);
+    if (!spec.assign(value, config) &&
+        (value.is_string() || !spec.assign(toml::value<std::string>(parsed.text), config)))
+      throw_wrong_value(parsed.source, spec, value);
+    if (origins) (*origins)[parsed.key] = parsed.source;
   }
 
   /// Every key as a "section.key = value" line, in table order: itself a TOML document that
@@ -336,12 +342,17 @@ class Schema {
 
 /// A value-initialised Config with the document `toml_text` (named `source` in messages) and then
 /// each override applied in order. The rules between keys are the caller's to check afterwards.
+/// With `origins`, it is resized to one entry per key: what set the key last (`source`, or
+/// "--set section.key=value"), or empty where the default stands.
 template <class Config>
 Config parse_with(const Schema<Config>& schema, const std::string& toml_text,
-                  const std::string& source, const std::vector<std::string>& overrides) {
+                  const std::string& source, const std::vector<std::string>& overrides,
+                  std::vector<std::string>* origins = nullptr) {
   Config config{};
-  schema.apply_document(parse_document(toml_text, source), source, config);
-  for (const std::string& override_text : overrides) schema.apply_override(override_text, config);
+  if (origins) origins->assign(schema.keys().size(), "");
+  schema.apply_document(parse_document(toml_text, source), source, config, origins);
+  for (const std::string& override_text : overrides)
+    schema.apply_override(override_text, config, origins);
   return config;
 }
 

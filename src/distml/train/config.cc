@@ -4,6 +4,8 @@
 // key is one row.
 #include "distml/train/config.h"
 
+#include <algorithm>
+
 #include "distml/core/config_schema.h"
 #include "distml/core/error.h"
 
@@ -106,16 +108,16 @@ const config::Schema<TrainConfig>& schema() {
 // Rules that involve more than one key; checked once the file and every override are in.
 void check_consistency(const TrainConfig& c) {
   if (c.optim.nesterov && !(c.optim.momentum > 0))
-    throw ConfigError(cat(c.source, ": optim.nesterov = true needs optim.momentum > 0, got ",
+    throw ConfigError(cat(c.origin("optim.nesterov"), ": optim.nesterov = true needs optim.momentum > 0, got ",
                           config::format_float(c.optim.momentum)));
   if (!c.train.export_module.empty() && c.model.name != "torchscript")
     throw ConfigError(
-        cat(c.source, ": train.export_module writes a TorchScript module, which only ",
+        cat(c.origin("train.export_module"), ": train.export_module writes a TorchScript module, which only ",
             "model.name = \"torchscript\" has; use train.export for the weights of \"",
             c.model.name, "\""));
   if (c.strategy.stage > 2)
     throw ConfigError(
-        cat(c.source, ": strategy.stage: expected 1 or 2 (ZeRO stages), got ", c.strategy.stage));
+        cat(c.origin("strategy.stage"), ": strategy.stage: expected 1 or 2 (ZeRO stages), got ", c.strategy.stage));
 }
 
 }  // namespace
@@ -126,8 +128,10 @@ TrainConfig load_config(const std::string& path, const std::vector<std::string>&
 
 TrainConfig parse_config(const std::string& toml_text, const std::string& source,
                          const std::vector<std::string>& overrides) {
-  TrainConfig config = config::parse_with(schema(), toml_text, source, overrides);
+  std::vector<std::string> origins;
+  TrainConfig config = config::parse_with(schema(), toml_text, source, overrides, &origins);
   config.source = source;
+  config.origins = std::move(origins);
   check_consistency(config);
   return config;
 }
@@ -135,5 +139,28 @@ TrainConfig parse_config(const std::string& toml_text, const std::string& source
 std::string canonical_text(const TrainConfig& config) { return schema().canonical_text(config); }
 
 const std::vector<std::string>& config_keys() { return schema().keys(); }
+
+std::string TrainConfig::origin(const std::string& key) const {
+  const auto& keys = config_keys();
+  const auto at = std::find(keys.begin(), keys.end(), key) - keys.begin();
+  DML_CHECK(at < static_cast<std::ptrdiff_t>(keys.size()), "origin() of an unknown key");
+  return at < static_cast<std::ptrdiff_t>(origins.size()) && !origins[at].empty() ? origins[at]
+                                                                                  : source;
+}
+
+std::string described_config(const TrainConfig& config) {
+  const TrainConfig defaults;
+  std::string text;
+  const auto& specs = schema().specs();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const std::string value = specs[i].print(config), default_value = specs[i].print(defaults);
+    const bool set = i < config.origins.size() && !config.origins[i].empty();
+    std::string line = cat(specs[i].dotted(), " = ", value);
+    line.resize(std::max<std::size_t>(line.size() + 2, 48), ' ');
+    text += cat(line, "# ", set ? config.origins[i] : "default",
+                set ? cat(" (default ", default_value, ")") : "", "\n");
+  }
+  return text;
+}
 
 }  // namespace distml::train

@@ -67,6 +67,12 @@ struct StrategyConfig {
 
 struct TrainConfig {
   std::string source = "<defaults>";  // the file it was read from, for messages
+  /// Per key of config_keys(): the file or "--set section.key=value" that set it last, empty
+  /// where the default stands. Not part of canonical_text().
+  std::vector<std::string> origins;
+  /// Where `key`'s value came from, to start a message about it: the file, or the --set
+  /// override that set it (the file's name, too, for a default the file left alone).
+  std::string origin(const std::string& key) const;
   DataConfig data;
   nn::ModelOptions model{.name = "lenet5"};
   OptimizerOptions optim;
@@ -93,5 +99,10 @@ std::string canonical_text(const TrainConfig& config);
 
 /// Every valid "section.key", for messages and --help.
 const std::vector<std::string>& config_keys();
+
+/// Every key with its value, its default and where the value came from, one per line:
+/// `train.epochs = 3  # --set train.epochs=3 (default 1)`; what `distml train --print-config`
+/// prints.
+std::string described_config(const TrainConfig& config);
 
 }  // namespace distml::train

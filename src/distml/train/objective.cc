@@ -37,7 +37,7 @@ Rows rows_of(const data::Dataset& d, std::size_t begin, std::int64_t count) {
 
 Objective::Objective(const TrainConfig& config, const TaskData& data, const nn::Model& model)
     : loss_(config.train.loss),
-      source_(config.source),
+      source_(config.origin("train.loss")),
       kind_(data.kind),
       dtype_(config.train.dtype == "float64" ? torch::kFloat64 : torch::kFloat32),
       sample_shape_(as_shape(data.train.sample_shape)),

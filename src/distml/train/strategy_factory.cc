@@ -31,7 +31,7 @@ EasgdOptions easgd_options(const TrainConfig& config, int world) {
   const StrategyConfig& c = config.strategy;
   if (c.alpha * world > 1)
     throw ConfigError(
-        cat(config.source, ": strategy.alpha = ", c.alpha, " with ", world,
+        cat(config.origin("strategy.alpha"), ": strategy.alpha = ", c.alpha, " with ", world,
             " ranks: EASGD needs alpha x world size <= 1 (here ", c.alpha * world,
             "), or the centre variable overshoots the average; use alpha <= ", 1.0 / world));
   return {.period = c.period, .alpha = c.alpha};
@@ -41,12 +41,12 @@ EasgdOptions easgd_options(const TrainConfig& config, int world) {
 PsStrategyOptions ps_options(const TrainConfig& config) {
   const StrategyConfig& c = config.strategy;
   if (config.train.clip_grad_norm > 0)
-    throw ConfigError(cat(config.source,
+    throw ConfigError(cat(config.origin("train.clip_grad_norm"),
                           ": train.clip_grad_norm: strategy ps does not clip gradients (its "
                           "servers apply the update to gradients from several workers); set it "
                           "to 0, or use strategy allreduce or zero"));
   if (!config.train.checkpoint_dir.empty())
-    throw ConfigError(cat(config.source,
+    throw ConfigError(cat(config.origin("train.checkpoint_dir"),
                           ": train.checkpoint_dir: strategy ps does not write or resume "
                           "checkpoints yet (the optimizer state lives on the servers); leave "
                           "checkpoint_dir empty, or use strategy allreduce"));
