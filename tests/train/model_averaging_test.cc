@@ -680,5 +680,52 @@ INSTANTIATE_TEST_SUITE_P(Strategies, ModelAveragingTrainerTest,
                          ::testing::Values("local_sgd", "post_local_sgd", "easgd", "gossip"),
                          [](const auto& info) { return info.param; });
 
+// An evaluation looks at the consensus model but gives every replica its own parameters,
+// optimizer state and BatchNorm statistics back: evaluating every 3 steps ends where never
+// evaluating does, bit for bit (with average_optimizer_state = false, which a reconcile
+// would otherwise override).
+TEST_P(ModelAveragingTrainerTest, EvaluatingDoesNotChangeTheTrajectory) {
+  const int world = 3, batch = 4, steps = 12;  // 200 / 12 = 16 steps an epoch: no epoch end
+  auto data = synthetic_images(200);
+  auto quiet = small_mlp(GetParam(), batch, steps);
+  quiet.strategy.period = 4;
+  quiet.strategy.alpha = 0.2;
+  quiet.strategy.warmup_steps = 2;
+  auto evaluating = quiet;
+  evaluating.train.eval_every = 3;
+  auto a = on_ranks(world, [&](comm::Communicator& comm) { return train_once(quiet, comm, data); });
+  auto b = on_ranks(world, [&](comm::Communicator& comm) {
+    return train_once(evaluating, comm, data);
+  });
+  for (std::size_t i = 0; i < a[0].params.size(); ++i)
+    EXPECT_TRUE(torch::equal(a[0].params[i], b[0].params[i])) << "parameter " << i;
+}
+
+// Asynchronous EASGD's centre rank reads no checkpoint: after a resume it must still hold the
+// saved centre (the model the checkpoint holds), not the initial model, and no rank may wait
+// in a collective the others never join.
+TEST(AsyncEasgdTrainer, AResumedCentreRankHoldsTheCheckpointsModel) {
+  const int world = 3, batch = 4, k = 6;
+  data::testing::TempDir dir;
+  auto data = synthetic_images(200);
+  auto config = small_mlp("easgd", batch, k);
+  config.strategy.asynchronous = true;
+  config.strategy.alpha = 0.2;
+  config.strategy.period = 2;
+  config.train.timeout_s = 20;  // a hang fails the test in 20 s
+  config.train.checkpoint_dir = dir.file("ckpt");
+  auto first =
+      on_ranks(world, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+  // The same step budget: the resumed run takes no step, so its final reconcile installs the
+  // centre the centre rank holds, which must be the saved one.
+  auto resumed = on_ranks(world, [&](comm::Communicator& comm) {
+    return train_once(config, comm, data, dir.file("ckpt"));
+  });
+  for (int r = 0; r < world - 1; ++r)
+    for (std::size_t i = 0; i < first[0].params.size(); ++i)
+      EXPECT_TRUE(torch::equal(resumed[r].params[i], first[0].params[i]))
+          << "worker " << r << " parameter " << i;
+}
+
 }  // namespace
 }  // namespace distml::train

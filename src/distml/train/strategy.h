@@ -71,7 +71,8 @@ class Strategy {
   virtual std::string save_state() { return {}; }
   /// At a resume, before the first step: what save_state() returned on this rank.
   virtual void load_state(const std::string& /*state*/) {}
-  /// Called after a resume from a checkpoint: the next step is `global_step` + 1.
+  /// Called after a resume from a checkpoint: the next step is `global_step` + 1. Collective
+  /// over every rank; a rank that does not train reads no checkpoint (global_step 0 there).
   virtual void resumed_at(std::int64_t /*global_step*/) {}
   /// Called after the update of step `step` (1 for the first step of training).
   virtual void after_optimizer_step(torch::optim::Optimizer& /*optimizer*/, std::int64_t /*step*/) {

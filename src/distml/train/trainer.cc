@@ -226,6 +226,21 @@ struct Trainer::State {
     return objective.metrics(sums);
   }
 
+  // A mid-run evaluation: consolidating installs the consensus model (and averages the
+  // optimizer state and BatchNorm statistics) on every replica; each replica gets its own
+  // back afterwards, so how often a run evaluates does not change its trajectory.
+  EvalMetrics evaluate_without_changing_training() {
+    std::vector<torch::Tensor> own = model.tensors().parameters, saved;
+    const auto buffers = model.tensors().buffers, state = optimizer_state_tensors(*optimizer);
+    own.insert(own.end(), buffers.begin(), buffers.end());
+    own.insert(own.end(), state.begin(), state.end());
+    torch::NoGradGuard no_grad;
+    for (const auto& t : own) saved.push_back(t.clone());
+    const auto metrics = evaluate();
+    for (std::size_t i = 0; i < own.size(); ++i) own[i].copy_(saved[i]);
+    return metrics;
+  }
+
   // Collective: every rank's own state (its generator, its strategy's), for rank 0 to save.
   std::vector<RankState> gather_rank_states() {
     const RankState mine{generator_state(), strategy->save_state()};
@@ -355,7 +370,8 @@ nn::Model& Trainer::model() { return s_->model; }
 EvalMetrics Trainer::evaluate() { return s_->evaluate(); }
 
 void Trainer::resume(const std::string& dir) {
-  s_->sampler.restore(s_->restore(dir));
+  // A rank that does not train reads no checkpoint: its strategy hears from the others.
+  if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir));
   s_->strategy->resumed_at(s_->global_step);
 }
 
@@ -436,22 +452,26 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
         window_steps = 0;
         window_start = Clock::now();
       }
+      // The checkpoint first: it installs the consensus on every replica (which the run then
+      // continues from, as a resume would), and the evaluation after it changes nothing.
+      if (!t.checkpoint_dir.empty() && t.checkpoint_every > 0 &&
+          s.global_step % t.checkpoint_every == 0 && !last)
+        aside(checkpoint);
       const bool eval_now = t.eval_every > 0 ? s.global_step % t.eval_every == 0 : epoch_end;
       if (eval_now && !last) {
         const double train_s = seconds_since(loop_start) - excluded;  // for time-to-accuracy
         aside([&] {
-          auto m = s.evaluate();
+          auto m = s.evaluate_without_changing_training();
           if (reporter && on_event)
             on_event({{"event", "eval"},
                       {"step", s.global_step},
                       {"test_loss", m.loss},
                       {"test_accuracy", m.accuracy},
+                      {"test_mse", m.mse},
+                      {"test_r2", m.r2},
                       {"train_s", train_s}});
         });
       }
-      if (!t.checkpoint_dir.empty() && t.checkpoint_every > 0 &&
-          s.global_step % t.checkpoint_every == 0 && !last)
-        aside(checkpoint);
     }
   }
   const double loop_s = seconds_since(loop_start) - excluded;

@@ -11,6 +11,7 @@ namespace distml::train {
 namespace {
 
 constexpr int kExchangeTag = 1, kControlTag = 2;  // worker -> centre; the answer uses kExchangeTag
+constexpr int kResumeTag = 3;                      // worker 0 -> centre, once, after a resume
 constexpr double kSync = 1, kStop = 2;
 
 }  // namespace
@@ -59,6 +60,18 @@ void AsyncEasgdStrategy::after_optimizer_step(torch::optim::Optimizer&, std::int
     throw TimeoutError(cat("EASGD centre rank ", centre_rank_, " did not answer: ", e.what()));
   }
   set_parameters(mine - exchange_);
+}
+
+// 6. Workers load the checkpoint, the centre rank does not (it reads no files): worker 0 sends
+// it the model the checkpoint holds, which is the centre it saved.
+void AsyncEasgdStrategy::resumed_at(std::int64_t) {
+  if (world_.rank() == 0) {
+    exchange_.copy_(flat_parameters());
+    world_.send(buffer_of(exchange_), centre_rank_, kResumeTag);
+  } else if (!trains()) {
+    world_.recv(buffer_of(exchange_), 0, kResumeTag);
+    set_parameters(exchange_);
+  }
 }
 
 void AsyncEasgdStrategy::send_control(double word) {

@@ -14,6 +14,8 @@
 //     every worker has asked, each receives it and installs it (the model the run stands
 //     for), and the workers average their optimizer state.
 //  5. finish(): each worker sends stop; the centre rank returns from serve().
+//  6. resumed_at(): after a resume, worker 0 sends the centre rank the model the checkpoint
+//     holds (the centre as it was saved), since only the workers read the checkpoint.
 // A silent centre rank makes its workers fail with a TimeoutError naming it; a silent worker
 // does the same to the centre rank.
 #pragma once
@@ -41,6 +43,7 @@ class AsyncEasgdStrategy final : public Strategy {
   void before_backward(bool) override {}
   void before_optimizer_step() override {}
   void after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) override;
+  void resumed_at(std::int64_t global_step) override;
   void reconcile(torch::optim::Optimizer& optimizer) override;
   comm::Communicator* training_comm() override { return workers_.get(); }
   bool trains() const override { return world_.rank() < centre_rank_; }
