@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <chrono>
 #include <mutex>
 
 #include "distml/comm/local/local_world.h"
@@ -150,6 +151,34 @@ TEST(AllreduceStrategy, ParameterWithoutGradientIsNamedNotAHang) {
   });
   for (auto& e : errors)
     EXPECT_NE(e.find("parameter 'spare' got no gradient"), std::string::npos) << e;
+}
+
+// A data-dependent branch leaves a parameter without gradient on one rank only: that rank
+// names it, the other says another rank lacked one, and both stop at once, not after the
+// collective timeout.
+TEST(AllreduceStrategy, AGradientMissingOnOneRankStopsEveryRankAtOnce) {
+  torch::set_num_threads(1);
+  torch::manual_seed(5);
+  Net init;
+  Data data = global_batch(8);
+  std::mutex mutex;
+  std::vector<std::string> errors(2);
+  const auto start = std::chrono::steady_clock::now();
+  comm::CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  comm::local::run_ranks(2, options, [&](comm::Communicator& comm) {
+    try {
+      train(copy_of(init, 0, 0), &comm, data, 8, 1, 1, /*use_spare=*/comm.rank() == 1);
+    } catch (const Error& e) {
+      std::lock_guard lock(mutex);
+      errors[comm.rank()] = e.what();
+    }
+  });
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_NE(errors[0].find("parameter 'spare' got no gradient"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("got no gradient on another rank"), std::string::npos) << errors[1];
+  EXPECT_LT(seconds, 30) << "a rank waited for the collective timeout";
 }
 
 TEST(AllreduceStrategy, UnusedParametersCanBeAllowed) {

@@ -30,8 +30,10 @@ void AllreduceStrategy::setup(const nn::ModelTensors& model) {
   for (auto& p : trainable.tensors) bytes.push_back(p.numel() * p.element_size());
   const auto plan = plan_buckets(bytes, options_.first_bucket_bytes, options_.bucket_bytes);
   work_.resize(plan.buckets.size());
-  buckets_ = std::make_unique<GradientBuckets>(std::move(trainable), plan, 1,
-                                               [this](std::size_t) { launch_ready_buckets(); });
+  // Flags, so that a parameter left without a gradient on one rank stops every rank (5.).
+  buckets_ = std::make_unique<GradientBuckets>(
+      std::move(trainable), plan, 1, [this](std::size_t) { launch_ready_buckets(); },
+      /*flags=*/!options_.find_unused_parameters);
 }
 
 void AllreduceStrategy::before_backward(bool sync) { buckets_->set_sync(sync); }
@@ -57,9 +59,18 @@ void AllreduceStrategy::launch_ready_buckets() {
 void AllreduceStrategy::before_optimizer_step() {
   // 5. Parameters that got no gradient (launching them now is not overlapped).
   const auto backward_end = last_launch_;
-  buckets_->complete_unused(options_.find_unused_parameters);
+  const std::string missing = buckets_->complete_unused(options_.find_unused_parameters);
   const auto wait_start = Clock::now();
   for (auto& work : work_) work.wait();
+  if (const auto flagged = buckets_->missing_elsewhere(); flagged >= 0) {
+    buckets_->reset();
+    next_launch_ = 0;
+    throw Error(cat(missing.empty() ? "a parameter of bucket " + std::to_string(flagged) +
+                                          " got no gradient on another rank in this step"
+                                    : "parameter '" + missing + "' got no gradient in this step",
+                    ": every parameter must take part in the loss on every rank, or set "
+                    "find_unused_parameters to send its current gradient (zeros if none)"));
+  }
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
   stats_.overlapped_seconds = std::max(0.0, seconds_between(first_launch_, backward_end));

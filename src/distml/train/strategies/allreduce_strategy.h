@@ -16,9 +16,11 @@
 //     order; each launch is an asynchronous all-reduce (avg) that overlaps the rest of
 //     backward.
 //  5. before_optimizer_step() handles buckets that never became ready (a parameter got no
-//     gradient): an error naming the parameter, or, with find_unused_parameters, its current
-//     .grad() (zeros if none) is sent instead. Then it waits for every bucket and copies the
-//     averages back into .grad().
+//     gradient): its current .grad() (zeros if none) is sent, so every rank's collectives still
+//     match. Without find_unused_parameters each bucket also carries a flag element, raised by
+//     the rank that sent such a stand-in; after the wait, every rank sees the reduced flag and
+//     fails at once (naming the parameter where it is known) instead of waiting for a rank
+//     that already gave up. Then the averages are copied back into .grad().
 //  6. On micro-steps with before_backward(false) the hooks do nothing: gradients accumulate
 //     locally in .grad(), and only the step's last backward communicates.
 #pragma once

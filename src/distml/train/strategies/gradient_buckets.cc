@@ -5,8 +5,8 @@
 namespace distml::train {
 
 GradientBuckets::GradientBuckets(TrainableParameters params, const BucketPlan& plan,
-                                 std::int64_t pad_to, ReadyFn on_ready)
-    : params_(std::move(params)), on_ready_(std::move(on_ready)) {
+                                 std::int64_t pad_to, ReadyFn on_ready, bool flags)
+    : params_(std::move(params)), on_ready_(std::move(on_ready)), flags_(flags) {
   const auto& tensors = params_.tensors;
   bucket_of_.assign(tensors.size(), 0);
   slot_of_.assign(tensors.size(), 0);
@@ -21,6 +21,7 @@ GradientBuckets::GradientBuckets(TrainableParameters params, const BucketPlan& p
       b.offsets.push_back(b.elements);
       b.elements += tensors[k].numel();
     }
+    if (flags_) b.flag_at = b.elements++;
     b.elements = (b.elements + pad_to - 1) / pad_to * pad_to;
     b.arrived.assign(members.size(), 0);
     b.pending = members.size();
@@ -71,18 +72,23 @@ void GradientBuckets::arrived(std::size_t index, std::size_t slot) {
   if (--b.pending == 0) on_ready_(index);
 }
 
-void GradientBuckets::complete_unused(bool send_current) {
+std::string GradientBuckets::complete_unused(bool send_current) {
   torch::NoGradGuard no_grad;
+  std::string first_missing;
   for (std::size_t index = 0; index < buckets_.size(); ++index) {
     Bucket& b = buckets_[index];
     for (std::size_t slot = 0; slot < b.params.size() && b.pending > 0; ++slot) {
       if (b.arrived[slot]) continue;
       const std::size_t k = b.params[slot];
-      if (!send_current)
+      if (!send_current && !flags_)
         throw Error(cat("parameter '", params_.names[k],
                         "' got no gradient in this step: every parameter must take part in the "
                         "loss, or set find_unused_parameters to send its current gradient "
                         "(zeros if none)"));
+      if (!send_current) {
+        flat(index)[b.flag_at] = 1;
+        if (first_missing.empty()) first_missing = params_.names[k];
+      }
       const auto& p = params_.tensors[k];
       auto dst = flat(index).narrow(0, b.offsets[slot], p.numel());
       if (p.grad().defined())
@@ -92,12 +98,22 @@ void GradientBuckets::complete_unused(bool send_current) {
       arrived(index, slot);
     }
   }
+  return first_missing;
+}
+
+std::int64_t GradientBuckets::missing_elsewhere() const {
+  for (std::size_t index = 0; index < buckets_.size(); ++index) {
+    const Bucket& b = buckets_[index];
+    if (b.flag_at >= 0 && b.flat.defined() && b.flat[b.flag_at].item<double>() > 0) return index;
+  }
+  return -1;
 }
 
 void GradientBuckets::reset() {
   for (Bucket& b : buckets_) {
     std::fill(b.arrived.begin(), b.arrived.end(), 0);
     b.pending = b.params.size();
+    if (b.flag_at >= 0 && b.flat.defined()) b.flat[b.flag_at].zero_();
   }
 }
 

@@ -24,7 +24,8 @@ class GradientBuckets {
     std::int64_t elements = 0;          // flat's size: the gradients, padded up to `pad_to`
     torch::Tensor flat;                 // allocated on first use, and again after release()
     std::vector<char> arrived;
-    std::size_t pending = 0;  // gradients still to arrive this step
+    std::size_t pending = 0;      // gradients still to arrive this step
+    std::int64_t flag_at = -1;    // with flags: the element after the gradients
   };
   /// Called with a bucket's index when its last gradient has arrived (in arrival order).
   using ReadyFn = std::function<void(std::size_t bucket)>;
@@ -33,8 +34,11 @@ class GradientBuckets {
   /// (zeros after the gradients); registers the hooks. UsageError when a bucket would mix
   /// dtypes. The object must stay where it is: the hooks point to it, until the destructor
   /// removes them (the model may outlive the strategy).
+  /// With `flags`, each bucket carries one more element after its gradients: 0, or 1 on a
+  /// rank where one of the bucket's parameters got no gradient (complete_unused()). Reduced
+  /// with the gradients, it tells every rank that some rank missed one (missing_elsewhere()).
   GradientBuckets(TrainableParameters params, const BucketPlan& plan, std::int64_t pad_to,
-                  ReadyFn on_ready);
+                  ReadyFn on_ready, bool flags = false);
   ~GradientBuckets();
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -43,9 +47,13 @@ class GradientBuckets {
   /// gradient for a parameter in one synchronising step (a second backward) is a UsageError
   /// naming it: its bucket may already be in flight.
   void set_sync(bool sync) { sync_ = sync; }
-  /// Parameters that got no gradient this step: an Error naming the first, or with
-  /// `send_current` their current .grad() (zeros if none), completing their buckets.
-  void complete_unused(bool send_current);
+  /// Parameters that got no gradient this step: with `send_current`, or with flags, their
+  /// current .grad() (zeros if none) completes their buckets, and with flags (and not
+  /// `send_current`) their buckets' flags are raised and the first one's name returned, so that
+  /// the collectives still match on every rank. Without either, an Error naming the first.
+  std::string complete_unused(bool send_current);
+  /// After the reduction: the index of a bucket whose flag some rank raised, or -1.
+  std::int64_t missing_elsewhere() const;
   /// Ready for the next step's gradients.
   void reset();
   /// Frees a bucket's flat tensor until its next use (ZeRO's gradient memory).
@@ -70,6 +78,7 @@ class GradientBuckets {
   std::vector<std::size_t> bucket_of_, slot_of_;  // parameter -> bucket, its place in it
   ReadyFn on_ready_;
   std::vector<unsigned> hooks_;  // one per parameter, to remove them
+  bool flags_ = false;
   bool sync_ = true;
 };
 
