@@ -181,6 +181,40 @@ TEST(AllreduceStrategy, AGradientMissingOnOneRankStopsEveryRankAtOnce) {
   EXPECT_LT(seconds, 30) << "a rank waited for the collective timeout";
 }
 
+// A second backward in one synchronising step would write into buckets already on their
+// way: refused, naming a parameter. Gradient accumulation goes through before_backward(false).
+TEST(AllreduceStrategy, ASecondBackwardInOneStepIsRefused) {
+  torch::manual_seed(8);
+  Net net;
+  Data data = global_batch(4);
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
+    AllreduceStrategy strategy(comm);
+    strategy.setup(nn::tensors_of(*net));
+    strategy.before_backward(true);
+    torch::nn::functional::cross_entropy(net->forward(data.x, true), data.y).backward();
+    try {
+      torch::nn::functional::cross_entropy(net->forward(data.x, true), data.y).backward();
+      ADD_FAILURE() << "a second backward was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("got a second gradient in one step"), std::string::npos)
+          << e.what();
+    }
+  });
+}
+
+// The hooks go with the strategy: the model outlives it and trains on without it.
+TEST(AllreduceStrategy, TheModelOutlivesTheStrategy) {
+  torch::manual_seed(9);
+  Net net;
+  Data data = global_batch(4);
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
+    { AllreduceStrategy(comm).setup(nn::tensors_of(*net)); }
+    net->zero_grad();
+    torch::nn::functional::cross_entropy(net->forward(data.x, true), data.y).backward();
+    for (auto& p : net->parameters()) EXPECT_TRUE(p.grad().defined());
+  });
+}
+
 TEST(AllreduceStrategy, UnusedParametersCanBeAllowed) {
   torch::set_num_threads(1);
   torch::manual_seed(6);
