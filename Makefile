@@ -36,13 +36,14 @@ test-kernels: build
 	bash scripts/test_kernels.sh $(BUILD)
 
 # Collectives against raw MPI, training speed against PyTorch DDP, accuracy targets, classical
-# ML against scikit-learn (speed, and accuracy with every seed), the strategy comparison, the deep
-# RL targets (~2 h).
+# ML against scikit-learn (speed, and accuracy with every seed), the strategy comparison, the
+# user's own models (TorchScript, .npz), the deep RL targets (~2 h).
 bench: build data
 	bash bench/collectives.sh
 	bash bench/train_speed.sh
 	bash bench/train_accuracy.sh
 	bash bench/strategies.sh
+	bash bench/user_models.sh
 	bash bench/rl.sh
 	/usr/bin/python3 bench/ml_speed.py
 	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full

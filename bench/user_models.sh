@@ -15,6 +15,7 @@ distml=${BUILD:-build}/distml
 out=${OUT:-bench/results/user_models.jsonl}
 python=/usr/bin/python3
 run_id=$(date -u +%Y%m%dT%H%M%SZ)
+commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench tests 2>/dev/null || echo -dirty)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 mkdir -p bench/results
@@ -23,8 +24,9 @@ mkdir -p bench/results
 
 done_line() { tail -n 1 | jq -ce 'select(.event == "done")'; }
 record() {  # bench model np rep: the done line on stdin becomes a result line
-  jq -c --arg run "$run_id" --arg bench "$1" --arg model "$2" --argjson np "$3" \
-    --argjson rep "$4" '{run: $run, bench: $bench, model: $model, np: $np, rep: $rep,
+  jq -c --arg run "$run_id" --arg commit "$commit" --arg bench "$1" --arg model "$2" \
+    --argjson np "$3" --argjson rep "$4" '{run: $run, commit: $commit, bench: $bench,
+    model: $model, np: $np, rep: $rep,
     steps_per_sec, test_accuracy, global_step, wall_s}' | tee -a "$out" >&2
 }
 
