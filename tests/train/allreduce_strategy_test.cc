@@ -134,22 +134,31 @@ TEST_P(AllreduceStrategyTest, GradientAccumulationEqualsTheWholeBatch) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllreduceStrategyTest, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
 
-TEST(AllreduceStrategy, ParameterWithoutGradientIsNamedNotAHang) {
+// The errors two ranks end with when rank r trains one step with the spare parameter in use
+// where `uses_spare(r)` (and without it elsewhere), under a 60 s collective timeout.
+template <class UsesSpare>
+std::vector<std::string> errors_of_one_step(UsesSpare uses_spare) {
   torch::set_num_threads(1);
   torch::manual_seed(5);
   Net init;
   Data data = global_batch(8);
   std::mutex mutex;
   std::vector<std::string> errors(2);
-  comm::local::run_ranks(2, {}, [&](comm::Communicator& comm) {
+  comm::CommOptions options;
+  options.timeout = std::chrono::seconds(60);
+  comm::local::run_ranks(2, options, [&](comm::Communicator& comm) {
     try {
-      train(copy_of(init, 0, 0), &comm, data, 8, 1, 1, false);
+      train(copy_of(init, 0, 0), &comm, data, 8, 1, 1, uses_spare(comm.rank()));
     } catch (const Error& e) {
       std::lock_guard lock(mutex);
       errors[comm.rank()] = e.what();
     }
   });
-  for (auto& e : errors)
+  return errors;
+}
+
+TEST(AllreduceStrategy, ParameterWithoutGradientIsNamedNotAHang) {
+  for (auto& e : errors_of_one_step([](int) { return false; }))
     EXPECT_NE(e.find("parameter 'spare' got no gradient"), std::string::npos) << e;
 }
 
@@ -157,23 +166,8 @@ TEST(AllreduceStrategy, ParameterWithoutGradientIsNamedNotAHang) {
 // names it, the other says another rank lacked one, and both stop at once, not after the
 // collective timeout.
 TEST(AllreduceStrategy, AGradientMissingOnOneRankStopsEveryRankAtOnce) {
-  torch::set_num_threads(1);
-  torch::manual_seed(5);
-  Net init;
-  Data data = global_batch(8);
-  std::mutex mutex;
-  std::vector<std::string> errors(2);
   const auto start = std::chrono::steady_clock::now();
-  comm::CommOptions options;
-  options.timeout = std::chrono::seconds(60);
-  comm::local::run_ranks(2, options, [&](comm::Communicator& comm) {
-    try {
-      train(copy_of(init, 0, 0), &comm, data, 8, 1, 1, /*use_spare=*/comm.rank() == 1);
-    } catch (const Error& e) {
-      std::lock_guard lock(mutex);
-      errors[comm.rank()] = e.what();
-    }
-  });
+  const auto errors = errors_of_one_step([](int rank) { return rank == 1; });
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(errors[0].find("parameter 'spare' got no gradient"), std::string::npos) << errors[0];

@@ -375,8 +375,8 @@ TEST(ConfigOrigins, EachKeyKnowsTheFileOrOverrideThatSetIt) {
 }
 
 TEST(ConfigOrigins, DescribedConfigListsEveryKeyWithValueSourceAndDefault) {
-  const auto text = described_config(parse_config("[train]\nseed = 5\n", "x.toml",
-                                                  {"train.epochs=3"}));
+  const auto text =
+      described_config(parse_config("[train]\nseed = 5\n", "x.toml", {"train.epochs=3"}));
   EXPECT_NE(text.find("train.epochs = 3"), std::string::npos) << text;
   EXPECT_NE(text.find("# --set train.epochs=3 (default 1)"), std::string::npos) << text;
   EXPECT_NE(text.find("# x.toml (default 1)"), std::string::npos) << text;  // train.seed

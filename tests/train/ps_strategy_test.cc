@@ -9,6 +9,7 @@
 #include <mutex>
 #include <string>
 
+#include "../data/temp_dir.h"
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "trainer_fixture.h"
@@ -150,6 +151,40 @@ TEST(Ps, ASilentWorkerStopsTheServerByName) {
   EXPECT_NE(error.find("parameter server rank 1: no message from worker(s) 0"), std::string::npos)
       << error;
 }
+
+// The servers read no checkpoint: worker 0 collects their optimizer state (momentum) into it
+// and hands it back, with the parameters, after a resume. In bsp, k steps and a resume for k
+// more equal 2k steps straight, bit for bit, whatever the number of servers.
+class PsResume : public ::testing::TestWithParam<PsCase> {};
+
+TEST_P(PsResume, KStepsThenKMoreEqualTwoKStraight) {
+  const auto& [model, workers, servers] = GetParam();
+  const int batch = 4, k = 5;
+  data::testing::TempDir dir;
+  auto data = synthetic_images(batch * workers * 2 * k);
+  const auto config = with_ps(config_for(model, "sgd", batch, 2 * k), servers, "bsp");
+  const int world = workers + servers;
+  auto straight =
+      on_ranks(world, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
+  auto first = config;
+  first.train.max_steps = k;
+  first.train.checkpoint_dir = dir.file("ckpt");
+  on_ranks(world, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
+  auto resumed = on_ranks(world, [&](comm::Communicator& comm) {
+    return train_once(config, comm, data, dir.file("ckpt"));
+  });
+  for (int w = 0; w < workers; ++w)
+    for (std::size_t i = 0; i < straight[w].params.size(); ++i)
+      EXPECT_TRUE(torch::equal(resumed[w].params[i], straight[w].params[i]))
+          << "worker " << w << " parameter " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(WorkersServers, PsResume,
+                         ::testing::Values(PsCase{"mlp", 2, 1}, PsCase{"mlp", 3, 2}),
+                         [](const auto& info) {
+                           return info.param.model + "_" + std::to_string(info.param.workers) +
+                                  "w" + std::to_string(info.param.servers) + "s";
+                         });
 
 TEST(Ps, ServersMustLeaveAWorker) {
   auto data = synthetic_images(16);

@@ -2,6 +2,7 @@
 // function on N local ranks.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <torch/torch.h>
 
 #include <mutex>
@@ -13,6 +14,16 @@
 #include "distml/train/trainer.h"
 
 namespace distml::train::testing {
+
+// A test over world sizes: LibTorch on one thread, since the ranks are threads of this process.
+class WorldSizeTest : public ::testing::TestWithParam<int> {
+ protected:
+  void SetUp() override { torch::set_num_threads(1); }
+};
+
+inline std::string world_name(const ::testing::TestParamInfo<int>& info) {
+  return "np" + std::to_string(info.param);
+}
 
 // Random 28x28 "images" with labels that depend on them, so that training has a signal.
 inline TaskData synthetic_images(std::size_t n) {

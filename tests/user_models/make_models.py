@@ -7,6 +7,9 @@ import numpy as np
 import torch
 from torch import nn
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../bench"))
+from ddp_train import LeNet5  # noqa: E402  the copy of nn/lenet5.cc the DDP baseline trains
+
 
 class CnnWithBatchNorm(nn.Module):
     """A small CNN with BatchNorm for 28x28 single-channel images, stored as [N, 28, 28]. The
@@ -25,23 +28,15 @@ class CnnWithBatchNorm(nn.Module):
         return self.fc(torch.relu(self.bn(self.conv(x))).flatten(1))
 
 
-class LeNet5(nn.Module):
-    """LeNet-5 as distml builds it (nn/lenet5.cc): conv 5x5 pad 2, pools, 120-84-10."""
+class Images(nn.Module):
+    """Takes samples as stored, [N, 28, 28], and gives `net` the [N, 1, 28, 28] it expects."""
 
-    def __init__(self):
+    def __init__(self, net: nn.Module):
         super().__init__()
-        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
-        self.conv2 = nn.Conv2d(6, 16, 5)
-        self.fc1 = nn.Linear(16 * 5 * 5, 120)
-        self.fc2 = nn.Linear(120, 84)
-        self.fc3 = nn.Linear(84, 10)
+        self.net = net
 
     def forward(self, x):
-        x = x.reshape(x.shape[0], 1, 28, 28)
-        x = torch.max_pool2d(torch.relu(self.conv1(x)), 2)
-        x = torch.max_pool2d(torch.relu(self.conv2(x)), 2)
-        x = torch.relu(self.fc1(x.flatten(1)))
-        return self.fc3(torch.relu(self.fc2(x)))
+        return self.net(x.reshape(x.shape[0], 1, 28, 28))
 
 
 class MnistCnn(nn.Module):
@@ -91,7 +86,7 @@ def main():
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     script(CnnWithBatchNorm(), f"{out}/cnn_bn.pt")
-    script(LeNet5(), f"{out}/lenet5.pt")
+    script(Images(LeNet5()), f"{out}/lenet5.pt")
     script(MnistCnn(), f"{out}/mnist_cnn.pt")
     script(Linear(8, 1), f"{out}/linear8.pt")
     script(HuberLossModel(8), f"{out}/huber8.pt")

@@ -108,16 +108,19 @@ const config::Schema<TrainConfig>& schema() {
 // Rules that involve more than one key; checked once the file and every override are in.
 void check_consistency(const TrainConfig& c) {
   if (c.optim.nesterov && !(c.optim.momentum > 0))
-    throw ConfigError(cat(c.origin("optim.nesterov"), ": optim.nesterov = true needs optim.momentum > 0, got ",
+    throw ConfigError(cat(c.origin("optim.nesterov"),
+                          ": optim.nesterov = true needs optim.momentum > 0, got ",
                           config::format_float(c.optim.momentum)));
   if (!c.train.export_module.empty() && c.model.name != "torchscript")
     throw ConfigError(
-        cat(c.origin("train.export_module"), ": train.export_module writes a TorchScript module, which only ",
+        cat(c.origin("train.export_module"),
+            ": train.export_module writes a TorchScript module, which only ",
             "model.name = \"torchscript\" has; use train.export for the weights of \"",
             c.model.name, "\""));
   if (c.strategy.stage > 2)
-    throw ConfigError(
-        cat(c.origin("strategy.stage"), ": strategy.stage: expected 1 or 2 (ZeRO stages), got ", c.strategy.stage));
+    throw ConfigError(cat(c.origin("strategy.stage"),
+                          ": strategy.stage: expected 1 or 2 (ZeRO stages), got ",
+                          c.strategy.stage));
 }
 
 }  // namespace

@@ -45,11 +45,6 @@ PsStrategyOptions ps_options(const TrainConfig& config) {
                           ": train.clip_grad_norm: strategy ps does not clip gradients (its "
                           "servers apply the update to gradients from several workers); set it "
                           "to 0, or use strategy allreduce or zero"));
-  if (!config.train.checkpoint_dir.empty())
-    throw ConfigError(cat(config.origin("train.checkpoint_dir"),
-                          ": train.checkpoint_dir: strategy ps does not write or resume "
-                          "checkpoints yet (the optimizer state lives on the servers); leave "
-                          "checkpoint_dir empty, or use strategy allreduce"));
   const AllreduceStrategyOptions buckets = allreduce_options(c);
   PsStrategyOptions o;
   o.servers = static_cast<int>(c.servers);

@@ -55,8 +55,8 @@ nn::ModelOptions model_options(const TrainConfig& config, const TaskData& data) 
   if (m.name == "mlp") {
     const auto features = static_cast<std::int64_t>(data.train.feature_dim);
     if (m.mlp_layers.front() != features || m.mlp_layers.back() != outputs)
-      throw ConfigError(cat(config.origin("model.layers"), ": model.layers must start with the ", features,
-                            " input features and end with the ", outputs,
+      throw ConfigError(cat(config.origin("model.layers"), ": model.layers must start with the ",
+                            features, " input features and end with the ", outputs,
                             per_class ? " classes of the data" : " outputs train.loss compares",
                             ", got ", m.mlp_layers.front(), " ... ", m.mlp_layers.back()));
   }
@@ -108,7 +108,8 @@ void check_same_config(const TrainConfig& config, comm::Communicator& comm) {
 std::unique_ptr<Strategy> agreed_strategy(const TrainConfig& config, comm::Communicator& world) {
   check_same_config(config, world);
   if (config.train.slow_rank >= world.size())
-    throw ConfigError(cat(config.origin("train.slow_rank"), ": train.slow_rank = ", config.train.slow_rank,
+    throw ConfigError(cat(config.origin("train.slow_rank"),
+                          ": train.slow_rank = ", config.train.slow_rank,
                           " is not a rank of this run (0 to ", world.size() - 1, ")"));
   return make_strategy(config, world);
 }

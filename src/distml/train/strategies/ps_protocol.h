@@ -39,9 +39,14 @@ inline int pull_tag(std::size_t bucket) { return 17 + 2 * static_cast<int>(bucke
 // Per step, after the buckets: the step header {clock, learning rate} (worker -> server).
 constexpr int kStepTag = 1;
 // Control words (worker -> server), one double: sync (send me the current parameters once
-// every worker has asked), or stop (this worker has finished).
+// every worker has asked), stop (this worker has finished), or save (send me your optimizer
+// state, for a checkpoint: worker 0 asks, after a sync).
 constexpr int kControlTag = 2;
-constexpr double kSync = 1, kStop = 2;
+constexpr double kSync = 1, kStop = 2, kSave = 3;
+// A server's optimizer state, as its size (one int64) then its bytes: server -> worker 0 on
+// save; worker 0 -> server after a resume, behind the checkpoint's parameters (all of them,
+// flat, in parameter order).
+constexpr int kStateTag = 3;
 // Parameters sent in answer to sync use each bucket's pull tag.
 
 /// Staleness histogram bins: 0, 1, ..., kStalenessBins - 2, and "that many or more".

@@ -1,6 +1,7 @@
 #include "distml/train/strategies/ps_server.h"
 
 #include <algorithm>
+#include <sstream>
 
 #include "distml/core/error.h"
 #include "distml/train/strategies/idle_watch.h"
@@ -96,8 +97,11 @@ bool Server::poll(Peer& w) {
     w.control_work.wait();
     if (w.control == kStop) {
       w.stopped = true;
-    } else if (w.control == kSync) {
-      w.syncing = true;
+    } else if (w.control == kSync || w.control == kSave) {
+      if (w.control == kSync)
+        w.syncing = true;
+      else
+        send_state(w.rank);
       w.control_work =
           world_.irecv(comm::Buffer{&w.control, 1, comm::DType::f64}, w.rank, kControlTag);
     } else {
@@ -107,6 +111,28 @@ bool Server::poll(Peer& w) {
     progress = true;
   }
   return progress;
+}
+
+// The optimizer state, serialised, to the worker that saves a checkpoint.
+void Server::send_state(int worker) {
+  std::string bytes;
+  if (optimizer_) {
+    torch::serialize::OutputArchive archive;
+    optimizer_->save(archive);
+    std::ostringstream out;
+    archive.save_to(out);
+    bytes = out.str();
+  }
+  const auto size = static_cast<std::int64_t>(bytes.size());
+  world_.send(comm::ConstBuffer{&size, 1, comm::DType::i64}, worker, kStateTag);
+  world_.send(comm::ConstBuffer{bytes.data(), bytes.size(), comm::DType::u8}, worker, kStateTag);
+}
+
+void Server::load_state(const std::string& state) {
+  if (state.empty() || !optimizer_) return;
+  torch::serialize::InputArchive archive;
+  archive.load_from(state.data(), state.size());
+  optimizer_->load(archive);
 }
 
 bool Server::step_complete(const Peer& w) const {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "distml/comm/communicator.h"
@@ -39,6 +40,10 @@ class Server {
   /// when none of them sends anything for the communicator's timeout.
   void run();
 
+  /// After a resume, before run(): the optimizer state a checkpoint kept for this server
+  /// (save_state()'s bytes; empty: none yet).
+  void load_state(const std::string& state);
+
   const ServerReport& report() const { return report_; }
   std::size_t bytes_sent() const { return bytes_sent_; }
 
@@ -52,6 +57,7 @@ class Server {
   std::int64_t lead(const Peer& w) const;
   bool may_proceed(const Peer& w) const;
   void answer_syncs();
+  void send_state(int worker);
 
   comm::Communicator& world_;
   const Layout& layout_;

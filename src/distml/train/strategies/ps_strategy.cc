@@ -1,5 +1,7 @@
 #include "distml/train/strategies/ps_strategy.h"
 
+#include <sstream>
+
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/train/strategies/replicas.h"
@@ -45,6 +47,7 @@ void PsStrategy::setup(const nn::ModelTensors& model) {
   }
   layout_ = ps::Layout::plan(bytes, elements, layout_.workers, layout_.servers,
                              options_.first_bucket_bytes, options_.bucket_bytes);
+  params_ = trainable.tensors;
   if (!trains()) {
     server_ = std::make_unique<ps::Server>(world_, layout_, trainable.tensors, options_.server);
     return;
@@ -127,6 +130,55 @@ void PsStrategy::reconcile(torch::optim::Optimizer& /*optimizer*/) {
     e.pushed = true;
   }
   wait_for_parameters();
+}
+
+// 7. Worker 0 collects every server's optimizer state (the sync before it has settled them).
+std::string PsStrategy::save_state() {
+  if (world_.rank() != 0) return {};
+  torch::serialize::OutputArchive archive;
+  control_ = ps::kSave;
+  for (int s = 0; s < layout_.servers; ++s) {
+    const int server = layout_.workers + s;
+    world_.send(comm::ConstBuffer{&control_, 1, comm::DType::f64}, server, ps::kControlTag);
+    std::int64_t size = 0;
+    world_.recv(comm::Buffer{&size, 1, comm::DType::i64}, server, ps::kStateTag);
+    auto bytes = torch::empty({size}, torch::kUInt8);
+    world_.recv(comm::Buffer{bytes.data_ptr(), static_cast<std::size_t>(size), comm::DType::u8},
+                server, ps::kStateTag);
+    archive.write(cat("server_", s), bytes);
+  }
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+// 7. Worker 0 hands each server the checkpoint's parameters and its optimizer state.
+void PsStrategy::resumed_at(std::int64_t) {
+  if (world_.rank() == 0) {
+    const auto flat = flat_copy(params_);
+    torch::serialize::InputArchive archive;
+    if (!saved_state_.empty()) archive.load_from(saved_state_.data(), saved_state_.size());
+    for (int s = 0; s < layout_.servers; ++s) {
+      const int server = layout_.workers + s;
+      world_.send(buffer_of(flat), server, ps::kStateTag);
+      torch::Tensor bytes = torch::empty({0}, torch::kUInt8);
+      if (!saved_state_.empty()) archive.read(cat("server_", s), bytes);
+      const std::int64_t size = bytes.numel();
+      world_.send(comm::ConstBuffer{&size, 1, comm::DType::i64}, server, ps::kStateTag);
+      world_.send(
+          comm::ConstBuffer{bytes.data_ptr(), static_cast<std::size_t>(size), comm::DType::u8},
+          server, ps::kStateTag);
+    }
+  } else if (!trains()) {
+    auto flat = flat_copy(params_);
+    world_.recv(buffer_of(flat), 0, ps::kStateTag);
+    copy_from_flat(flat, params_);
+    std::int64_t size = 0;
+    world_.recv(comm::Buffer{&size, 1, comm::DType::i64}, 0, ps::kStateTag);
+    std::string state(size, '\0');
+    world_.recv(comm::Buffer{state.data(), state.size(), comm::DType::u8}, 0, ps::kStateTag);
+    server_->load_state(state);
+  }
 }
 
 // 6. Stop, then the servers' counts reach every rank.

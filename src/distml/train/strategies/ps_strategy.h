@@ -30,6 +30,10 @@
 //     running worker has, each gets the current parameters, so all replicas agree.
 //  6. finish(): each worker sends stop; a server returns from serve() once every worker has
 //     stopped; then all ranks sum the servers' staleness histograms (rank 0 reports them).
+//  7. Checkpoints: after the sync of 5., worker 0 asks every server for its optimizer state
+//     (save) and keeps it with its own state in the checkpoint; the parameters are the
+//     workers' model. After a resume worker 0 sends each server the checkpoint's parameters
+//     and its optimizer state before anyone trains (resumed_at()), since servers read no file.
 // A silent server (dead, or stuck) makes the waiting workers fail with a TimeoutError naming
 // it after the communicator's timeout; a silent worker does the same to the servers.
 #pragma once
@@ -69,6 +73,9 @@ class PsStrategy final : public Strategy {
   void before_optimizer_step() override;
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
   void reconcile(torch::optim::Optimizer& optimizer) override;
+  std::string save_state() override;
+  void load_state(const std::string& state) override { saved_state_ = state; }
+  void resumed_at(std::int64_t global_step) override;
   comm::Communicator* training_comm() override { return workers_.get(); }
   bool trains() const override { return world_.rank() < layout_.workers; }
   void serve() override;
@@ -87,6 +94,8 @@ class PsStrategy final : public Strategy {
   ps::Layout layout_;
   std::unique_ptr<comm::Communicator> workers_;  // null on a server
   std::unique_ptr<ps::Server> server_;           // on a server only (after setup)
+  std::vector<torch::Tensor> params_;            // every trainable parameter, in order
+  std::string saved_state_;                      // worker 0, from a checkpoint: the servers
   std::unique_ptr<GradientBuckets> buckets_;     // on a worker only (after setup)
   std::vector<Exchange> exchanges_;              // per bucket
   std::vector<std::array<double, 2>> headers_;   // per server: the step header in flight
