@@ -66,6 +66,19 @@ class Linear(nn.Module):
         return self.linear(x)
 
 
+class DropoutMlp(nn.Module):
+    """A model that draws random numbers as it trains: dropout between two layers."""
+
+    def __init__(self, features: int, classes: int):
+        super().__init__()
+        self.hidden = nn.Linear(features, 64)
+        self.dropout = nn.Dropout(0.5)
+        self.out = nn.Linear(64, classes)
+
+    def forward(self, x):
+        return self.out(self.dropout(torch.relu(self.hidden(x.flatten(1)))))
+
+
 class HuberLossModel(nn.Module):
     """A model with its own objective: forward(x, y) returns the Huber loss of a linear fit."""
 
@@ -89,6 +102,7 @@ def main():
     script(Images(LeNet5()), f"{out}/lenet5.pt")
     script(MnistCnn(), f"{out}/mnist_cnn.pt")
     script(Linear(8, 1), f"{out}/linear8.pt")
+    script(DropoutMlp(28 * 28, 10), f"{out}/dropout_mlp.pt")
     script(HuberLossModel(8), f"{out}/huber8.pt")
 
     rng = np.random.default_rng(0)
