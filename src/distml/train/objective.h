@@ -57,7 +57,6 @@ class Objective {
   /// the run before training with a ConfigError naming both shapes and the keys behind them.
   void check_fits(nn::Model& model, const data::Dataset& train) const;
 
-  const std::string& loss_name() const { return loss_; }
 
  private:
   struct Output {
