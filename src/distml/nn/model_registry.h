@@ -25,7 +25,7 @@ namespace distml::nn {
 /// Fill it with designated initialisers: `ModelOptions{.name = "lenet5"}`.
 struct ModelOptions {
   std::string name;  // mlp, lenet5, resnet20, char_lstm, torchscript
-  std::string path;  // torchscript: the file torch.jit.save wrote
+  std::string path{};  // torchscript: the file torch.jit.save wrote
   std::vector<int64_t> mlp_layers = {784, 1024, 512, 10};      // mlp: widths, input first
   int64_t in_channels = 1, image_size = 28, num_classes = 10;  // lenet5, resnet20
   int64_t vocab_size = 0, embedding_dim = 64, hidden_size = 256, lstm_layers = 1;  // char_lstm
