@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
-#include <chrono>
+#include <chrono>  // the collective timeout
 #include <mutex>
 
 #include "distml/comm/local/local_world.h"
@@ -163,16 +163,12 @@ TEST(AllreduceStrategy, ParameterWithoutGradientIsNamedNotAHang) {
 }
 
 // A data-dependent branch leaves a parameter without gradient on one rank only: that rank
-// names it, the other says another rank lacked one, and both stop at once, not after the
-// collective timeout.
+// names it, and the other says another rank lacked one, instead of waiting out the collective
+// timeout (which would end it with a TimeoutError about the all-reduce).
 TEST(AllreduceStrategy, AGradientMissingOnOneRankStopsEveryRankAtOnce) {
-  const auto start = std::chrono::steady_clock::now();
   const auto errors = errors_of_one_step([](int rank) { return rank == 1; });
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_NE(errors[0].find("parameter 'spare' got no gradient"), std::string::npos) << errors[0];
   EXPECT_NE(errors[1].find("got no gradient on another rank"), std::string::npos) << errors[1];
-  EXPECT_LT(seconds, 30) << "a rank waited for the collective timeout";
 }
 
 // A second backward in one synchronising step would write into buckets already on their
