@@ -77,6 +77,8 @@ NpyArrayInfo NpzFile::info(const std::string& array) const {
       names += cat(names.empty() ? "" : ", ", zip_get_name(archive_->zip, i, 0));
     throw DataError(cat(where, " is missing (the archive holds: ", names, ")"));
   }
+  NpyArrayInfo info;
+  info.name = array;
   char preamble[12];
   if (zip_fread(f.file, preamble, 10) != 10 || std::memcmp(preamble, "\x93NUMPY", 6) != 0)
     throw DataError(cat(where, ": not a .npy array (bad magic bytes)"));
@@ -88,13 +90,12 @@ NpyArrayInfo NpzFile::info(const std::string& array) const {
     header_len |= static_cast<std::size_t>(static_cast<unsigned char>(preamble[10])) << 16 |
                   static_cast<std::size_t>(static_cast<unsigned char>(preamble[11])) << 24;
   }
+  info.data_offset = (preamble[6] >= 2 ? 12 : 10) + header_len;
   std::string header(header_len, '\0');
   if (zip_fread(f.file, header.data(), header_len) != static_cast<zip_int64_t>(header_len))
     throw DataError(cat(where, ": truncated .npy header"));
 
   std::smatch m;
-  NpyArrayInfo info;
-  info.name = array;
   if (!std::regex_search(header, m, std::regex(R"('descr'\s*:\s*'([^']*)')")))
     throw DataError(cat(where, ": .npy header without 'descr': ", header));
   info.dtype = m[1];
@@ -121,19 +122,7 @@ std::string NpzFile::raw_rows(const NpyArrayInfo& info, std::size_t begin, std::
   const std::size_t row_bytes = info.row_elements() * element_size(info.dtype);
   ZipEntry f{zip_fopen(archive_->zip, (info.name + ".npy").c_str(), 0)};
   if (!f.file) throw DataError(cat(where, " is missing"));
-  // The data starts after the header: magic (6) + version (2) + length (2 or 4) + header.
-  char preamble[12];
-  zip_fread(f.file, preamble, 10);
-  std::size_t offset =
-      10 + (static_cast<unsigned char>(preamble[8]) | static_cast<unsigned char>(preamble[9]) << 8);
-  if (preamble[6] >= 2) {
-    zip_fread(f.file, preamble + 10, 2);
-    offset = 12 + (static_cast<std::size_t>(static_cast<unsigned char>(preamble[8])) |
-                   static_cast<std::size_t>(static_cast<unsigned char>(preamble[9])) << 8 |
-                   static_cast<std::size_t>(static_cast<unsigned char>(preamble[10])) << 16 |
-                   static_cast<std::size_t>(static_cast<unsigned char>(preamble[11])) << 24);
-  }
-  const std::size_t start = offset + begin * row_bytes;
+  const std::size_t start = info.data_offset + begin * row_bytes;
   zip_stat_t stat;
   zip_stat_init(&stat);
   const bool stored = zip_stat(archive_->zip, (info.name + ".npy").c_str(), 0, &stat) == 0 &&
@@ -144,7 +133,7 @@ std::string NpzFile::raw_rows(const NpyArrayInfo& info, std::size_t begin, std::
                           zip_error_strerror(zip_file_get_error(f.file))));
   } else {
     // A compressed entry cannot seek: stream past what comes before the range.
-    std::size_t at = preamble[6] >= 2 ? 12 : 10;
+    std::size_t at = 0;
     std::string skip(1 << 20, '\0');
     while (at < start) {
       const auto n = zip_fread(f.file, skip.data(), std::min(skip.size(), start - at));
@@ -164,9 +153,8 @@ std::string NpzFile::raw_rows(const NpyArrayInfo& info, std::size_t begin, std::
   return out;
 }
 
-std::vector<float> NpzFile::read_floats(const std::string& array, std::size_t begin,
+std::vector<float> NpzFile::read_floats(const NpyArrayInfo& i, std::size_t begin,
                                         std::size_t end) const {
-  const auto i = info(array);
   const auto raw = raw_rows(i, begin, end);
   std::vector<float> out;
   const std::string kind = i.dtype.substr(1);
@@ -177,14 +165,13 @@ std::vector<float> NpzFile::read_floats(const std::string& array, std::size_t be
   else if (kind == "u1")
     convert<std::uint8_t>(raw, out);
   else
-    throw DataError(cat(path_, ": array '", array, "' has dtype '", i.dtype,
+    throw DataError(cat(path_, ": array '", i.name, "' has dtype '", i.dtype,
                         "'; expected float32, float64 or uint8"));
   return out;
 }
 
-std::vector<std::int64_t> NpzFile::read_ints(const std::string& array, std::size_t begin,
+std::vector<std::int64_t> NpzFile::read_ints(const NpyArrayInfo& i, std::size_t begin,
                                              std::size_t end) const {
-  const auto i = info(array);
   const auto raw = raw_rows(i, begin, end);
   std::vector<std::int64_t> out;
   const std::string kind = i.dtype.substr(1);
@@ -193,15 +180,15 @@ std::vector<std::int64_t> NpzFile::read_ints(const std::string& array, std::size
   else if (kind == "i4")
     convert<std::int32_t>(raw, out);
   else
-    throw DataError(cat(path_, ": array '", array, "' has dtype '", i.dtype,
+    throw DataError(cat(path_, ": array '", i.name, "' has dtype '", i.dtype,
                         "'; expected int64 or int32 class ids"));
   return out;
 }
 
 bool NpzLayout::float_targets() const { return y.dtype[1] == 'f'; }
 
-NpzLayout npz_layout(const std::string& path) {
-  NpzFile file(path);
+NpzLayout npz_layout(const NpzFile& file) {
+  const std::string& path = file.path();
   NpzLayout layout{file.info("x"), file.info("y")};
   auto dtype_in = [](const NpyArrayInfo& a, std::initializer_list<const char*> kinds) {
     return std::any_of(kinds.begin(), kinds.end(),
@@ -226,20 +213,20 @@ NpzLayout npz_layout(const std::string& path) {
 }
 
 Dataset read_npz_rows(const std::string& path, std::size_t begin, std::size_t end) {
-  const auto layout = npz_layout(path);
-  NpzFile file(path);
+  const NpzFile file(path);
+  const auto layout = npz_layout(file);
   Dataset d;
   d.num_samples = end - begin;
   d.feature_dim = layout.x.row_elements();
   d.sample_shape.assign(layout.x.shape.begin() + 1, layout.x.shape.end());
   if (d.sample_shape.empty()) d.sample_shape = {1};
-  d.features = file.read_floats("x", begin, end);
+  d.features = file.read_floats(layout.x, begin, end);
   if (layout.float_targets()) {
     d.target_dim = layout.y.row_elements();
     d.target_shape.assign(layout.y.shape.begin() + 1, layout.y.shape.end());
-    d.targets = file.read_floats("y", begin, end);
+    d.targets = file.read_floats(layout.y, begin, end);
   } else {
-    d.labels = file.read_ints("y", begin, end);
+    d.labels = file.read_ints(layout.y, begin, end);
   }
   return d;
 }

@@ -21,6 +21,7 @@ struct NpyArrayInfo {
   std::string name;                // the array's name in the archive, without ".npy"
   std::string dtype;               // NumPy's descr: "<f4", "<f8", "|u1", "<i8", ...
   std::vector<std::size_t> shape;  // shape[0] is the row count; () for a scalar
+  std::size_t data_offset = 0;     // where the elements start in the .npy, after the header
   std::size_t rows() const { return shape.empty() ? 1 : shape[0]; }
   std::size_t row_elements() const;  // elements per row: the product of shape[1:]
 };
@@ -37,11 +38,12 @@ class NpzFile {
   /// The header of `array`; DataError naming the file and array when it is absent, its
   /// header is malformed, or its data is big-endian or in Fortran order.
   NpyArrayInfo info(const std::string& array) const;
-  /// Rows [begin, end) of `array`, converted to float / int64. DataError naming the file and
-  /// array for a dtype the conversion does not take, or a truncated array.
-  std::vector<float> read_floats(const std::string& array, std::size_t begin,
+  /// Rows [begin, end) of the array `info()` described, converted to float / int64.
+  /// DataError naming the file and array for a dtype the conversion does not take, or a
+  /// truncated array.
+  std::vector<float> read_floats(const NpyArrayInfo& array, std::size_t begin,
                                  std::size_t end) const;
-  std::vector<std::int64_t> read_ints(const std::string& array, std::size_t begin,
+  std::vector<std::int64_t> read_ints(const NpyArrayInfo& array, std::size_t begin,
                                       std::size_t end) const;
   const std::string& path() const { return path_; }
 
@@ -60,7 +62,7 @@ struct NpzLayout {
   NpyArrayInfo x, y;
   bool float_targets() const;
 };
-NpzLayout npz_layout(const std::string& path);
+NpzLayout npz_layout(const NpzFile& file);
 
 /// Rows [begin, end) of `path`'s x and y as a Dataset: features as float32 (uint8 values kept
 /// as 0..255: scale them yourself), class ids in `labels` or float targets in `targets`.

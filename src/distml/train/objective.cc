@@ -25,13 +25,20 @@ enum Sum { kLoss, kCorrect, kCount, kElements, kSquaredError, kFixedSums };
 }  // namespace
 
 Rows rows_of(const data::Dataset& d, std::size_t begin, std::int64_t count) {
-  Rows r;
-  r.features = d.row(begin);
+  Rows r{.features = d.row(begin), .count = count};
   if (d.has_float_targets())
     r.targets = d.targets.data() + begin * d.target_dim;
   else
     r.labels = d.labels.data() + begin;
-  r.count = count;
+  return r;
+}
+
+Rows rows_of(const data::Batch& b, std::size_t begin, std::int64_t count) {
+  Rows r{.features = b.features.data() + begin * b.feature_dim, .count = count};
+  if (b.targets.empty())
+    r.labels = b.labels.data() + begin;
+  else
+    r.targets = b.targets.data() + begin * (b.targets.size() / b.size);
   return r;
 }
 

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "distml/data/prefetch_loader.h"
 #include "distml/nn/model_registry.h"
 #include "distml/train/config.h"
 #include "distml/train/task_data.h"
@@ -37,6 +38,7 @@ struct Rows {
 
 /// The rows [begin, begin + count) of a dataset or batch.
 Rows rows_of(const data::Dataset& d, std::size_t begin, std::int64_t count);
+Rows rows_of(const data::Batch& b, std::size_t begin, std::int64_t count);
 
 class Objective {
  public:
@@ -56,7 +58,6 @@ class Objective {
   /// Runs the model on two training rows, so that a data shape the model cannot take stops
   /// the run before training with a ConfigError naming both shapes and the keys behind them.
   void check_fits(nn::Model& model, const data::Dataset& train) const;
-
 
  private:
   struct Output {

@@ -165,7 +165,8 @@ data::Dataset npz_shape(const data::NpzLayout& layout, std::size_t rows) {
 TaskData load_npz_task(const DataConfig& c) {
   if (c.path.empty())
     throw ConfigError("data.path must name the .npz file for data.dataset = \"npz\"");
-  const auto layout = data::npz_layout(c.path);
+  const data::NpzFile file(c.path);
+  const auto layout = data::npz_layout(file);
   const std::size_t n = layout.x.rows();
   std::size_t n_train = n, test_begin = 0, n_test = 0;
   std::string test_file = c.path;
@@ -174,7 +175,7 @@ TaskData load_npz_task(const DataConfig& c) {
     n_train = test_begin = n - n_test;
   } else {
     test_file = c.test_path;
-    const auto test = data::npz_layout(c.test_path);
+    const auto test = data::npz_layout(data::NpzFile(c.test_path));
     if (test.x.row_elements() != layout.x.row_elements() ||
         test.float_targets() != layout.float_targets() ||
         test.y.row_elements() != layout.y.row_elements())
@@ -188,7 +189,7 @@ TaskData load_npz_task(const DataConfig& c) {
   t.train = npz_shape(layout, n_train);
   t.test = npz_shape(layout, n_test);
   if (!layout.float_targets()) {  // the classes: every id in the training file
-    for (auto id : data::NpzFile(c.path).read_ints("y", 0, n)) {
+    for (auto id : file.read_ints(layout.y, 0, n)) {
       if (id < 0)
         throw DataError(cat(c.path, ": array 'y' holds class id ", id, "; ids start at 0"));
       t.num_classes = std::max(t.num_classes, id + 1);

@@ -180,12 +180,8 @@ struct Trainer::State {
     double loss_sum = 0;
     for (std::int64_t m = 0; m < k; ++m) {
       strategy->before_backward(m == k - 1);
-      Rows rows{.features = batch.features.data() + m * micro * batch.feature_dim, .count = micro};
-      if (batch.targets.empty())
-        rows.labels = batch.labels.data() + m * micro;
-      else
-        rows.targets = batch.targets.data() + m * micro * (batch.targets.size() / batch.size);
-      auto scaled = objective.mean_loss(model, rows) / static_cast<double>(k);
+      auto scaled =
+          objective.mean_loss(model, rows_of(batch, m * micro, micro)) / static_cast<double>(k);
       scaled.backward();
       loss_sum += scaled.item<double>();
     }
@@ -231,9 +227,10 @@ struct Trainer::State {
   // optimizer state and BatchNorm statistics) on every replica; each replica gets its own
   // back afterwards, so how often a run evaluates does not change its trajectory.
   EvalMetrics evaluate_without_changing_training() {
-    std::vector<torch::Tensor> own = model.tensors().parameters, saved;
-    const auto buffers = model.tensors().buffers, state = optimizer_state_tensors(*optimizer);
-    own.insert(own.end(), buffers.begin(), buffers.end());
+    const auto tensors = model.tensors();
+    std::vector<torch::Tensor> own = tensors.parameters, saved;
+    const auto state = optimizer_state_tensors(*optimizer);
+    own.insert(own.end(), tensors.buffers.begin(), tensors.buffers.end());
     own.insert(own.end(), state.begin(), state.end());
     torch::NoGradGuard no_grad;
     for (const auto& t : own) saved.push_back(t.clone());
