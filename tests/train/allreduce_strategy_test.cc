@@ -6,9 +6,11 @@
 #include <torch/torch.h>
 
 #include <chrono>  // the collective timeout
+#include <functional>
 #include <mutex>
 
 #include "distml/comm/local/local_world.h"
+#include "distml/train/strategies/zero_strategy.h"
 
 namespace distml::train {
 namespace {
@@ -50,14 +52,28 @@ Net copy_of(const Net& from, double noise, std::uint64_t seed) {
   return net;
 }
 
+using MakeStrategy = std::function<std::unique_ptr<Strategy>(comm::Communicator&)>;
+
+MakeStrategy allreduce(AllreduceStrategyOptions options = {}) {
+  return [options](comm::Communicator& comm) {
+    return std::make_unique<AllreduceStrategy>(comm, options);
+  };
+}
+
+MakeStrategy zero(int stage) {
+  return [stage](comm::Communicator& comm) {
+    return std::make_unique<ZeroStrategy>(comm, ZeroStrategyOptions{.stage = stage});
+  };
+}
+
 std::vector<torch::Tensor> train(Net net, comm::Communicator* comm, const Data& data, int rows,
                                  int steps, int micro_steps, bool use_spare,
-                                 AllreduceStrategyOptions options = {}) {
+                                 const MakeStrategy& make = allreduce()) {
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
-  std::unique_ptr<AllreduceStrategy> strategy;
+  std::unique_ptr<Strategy> strategy;
   int rank = 0, world = 1;
   if (comm) {
-    strategy = std::make_unique<AllreduceStrategy>(*comm, options);
+    strategy = make(*comm);
     strategy->setup(nn::tensors_of(*net));
     rank = comm->rank();
     world = comm->size();
@@ -72,8 +88,12 @@ std::vector<torch::Tensor> train(Net net, comm::Communicator* comm, const Data& 
       auto loss = torch::nn::functional::cross_entropy(net->forward(x, use_spare), y) / micro_steps;
       loss.backward();
     }
-    if (strategy) strategy->before_optimizer_step();
-    opt.step();
+    if (strategy) {
+      strategy->before_optimizer_step();
+      strategy->optimizer_step(opt);
+    } else {
+      opt.step();
+    }
   }
   std::vector<torch::Tensor> out;
   for (auto& p : net->parameters()) out.push_back(p.detach().clone());
@@ -116,7 +136,7 @@ TEST_P(AllreduceStrategyTest, NRanksEqualOneRankOnTheNTimesBatch) {
   expect_every_rank_matches(GetParam(), want, [&](comm::Communicator& comm) {
     // Ranks other than 0 start elsewhere: setup() must give them rank 0's parameters.
     return train(copy_of(init, comm.rank() == 0 ? 0.0 : 0.5, comm.rank()), &comm, data, rows, steps,
-                 1, true, options);
+                 1, true, allreduce(options));
   });
 }
 
@@ -134,21 +154,23 @@ TEST_P(AllreduceStrategyTest, GradientAccumulationEqualsTheWholeBatch) {
 INSTANTIATE_TEST_SUITE_P(WorldSizes, AllreduceStrategyTest, ::testing::Values(1, 2, 3, 4),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
 
-// The errors two ranks end with when rank r trains one step with the spare parameter in use
-// where `uses_spare(r)` (and without it elsewhere), under a 60 s collective timeout.
+// The errors `world` ranks end with when rank r trains one step of `make`'s strategy with the
+// spare parameter in use where `uses_spare(r)` (and without it elsewhere), under a 60 s
+// collective timeout.
 template <class UsesSpare>
-std::vector<std::string> errors_of_one_step(UsesSpare uses_spare) {
+std::vector<std::string> errors_of_one_step(int world, const MakeStrategy& make,
+                                            UsesSpare uses_spare) {
   torch::set_num_threads(1);
   torch::manual_seed(5);
   Net init;
-  Data data = global_batch(8);
+  Data data = global_batch(12);
   std::mutex mutex;
-  std::vector<std::string> errors(2);
+  std::vector<std::string> errors(world);
   comm::CommOptions options;
   options.timeout = std::chrono::seconds(60);
-  comm::local::run_ranks(2, options, [&](comm::Communicator& comm) {
+  comm::local::run_ranks(world, options, [&](comm::Communicator& comm) {
     try {
-      train(copy_of(init, 0, 0), &comm, data, 8, 1, 1, uses_spare(comm.rank()));
+      train(copy_of(init, 0, 0), &comm, data, 12, 1, 1, uses_spare(comm.rank()), make);
     } catch (const Error& e) {
       std::lock_guard lock(mutex);
       errors[comm.rank()] = e.what();
@@ -158,17 +180,28 @@ std::vector<std::string> errors_of_one_step(UsesSpare uses_spare) {
 }
 
 TEST(AllreduceStrategy, ParameterWithoutGradientIsNamedNotAHang) {
-  for (auto& e : errors_of_one_step([](int) { return false; }))
+  for (auto& e : errors_of_one_step(2, allreduce(), [](int) { return false; }))
     EXPECT_NE(e.find("parameter 'spare' got no gradient"), std::string::npos) << e;
 }
 
 // A data-dependent branch leaves a parameter without gradient on one rank only: that rank
-// names it, and the other says another rank lacked one, instead of waiting out the collective
-// timeout (which would end it with a TimeoutError about the all-reduce).
+// names it, and the others say another rank lacked one, instead of waiting out the collective
+// timeout (which would end them with a TimeoutError about the collective). For ZeRO stage 2
+// the reduced flag reaches one rank only (the owner of its block), so the missing rank is
+// taken first and last at 2 and 3 ranks: the flag travels from whichever rank owns it.
 TEST(AllreduceStrategy, AGradientMissingOnOneRankStopsEveryRankAtOnce) {
-  const auto errors = errors_of_one_step([](int rank) { return rank == 1; });
-  EXPECT_NE(errors[0].find("parameter 'spare' got no gradient"), std::string::npos) << errors[0];
-  EXPECT_NE(errors[1].find("got no gradient on another rank"), std::string::npos) << errors[1];
+  const std::vector<std::pair<std::string, MakeStrategy>> strategies = {
+      {"allreduce", allreduce()}, {"zero1", zero(1)}, {"zero2", zero(2)}};
+  for (const auto& [name, make] : strategies)
+    for (int world : {2, 3})
+      for (int missing : {0, world - 1}) {
+        const auto errors = errors_of_one_step(world, make, [&](int rank) { return rank != missing; });
+        for (int r = 0; r < world; ++r)
+          EXPECT_NE(errors[r].find(r == missing ? "parameter 'spare' got no gradient"
+                                                : "got no gradient on another rank"),
+                    std::string::npos)
+              << name << " at " << world << " ranks, rank " << r << ": " << errors[r];
+      }
 }
 
 // A second backward in one synchronising step would write into buckets already on their
@@ -214,7 +247,7 @@ TEST(AllreduceStrategy, UnusedParametersCanBeAllowed) {
   AllreduceStrategyOptions options;
   options.find_unused_parameters = true;
   comm::local::run_ranks(2, {}, [&](comm::Communicator& comm) {
-    auto got = train(copy_of(init, 0, 0), &comm, data, 8, 3, 1, false, options);
+    auto got = train(copy_of(init, 0, 0), &comm, data, 8, 3, 1, false, allreduce(options));
     for (std::size_t i = 0; i < want.size(); ++i)
       EXPECT_TRUE(torch::allclose(got[i], want[i], 1e-5, 1e-6));
   });

@@ -62,15 +62,8 @@ void AllreduceStrategy::before_optimizer_step() {
   const std::string missing = buckets_->complete_unused(options_.find_unused_parameters);
   const auto wait_start = Clock::now();
   for (auto& work : work_) work.wait();
-  if (const auto flagged = buckets_->missing_elsewhere(); flagged >= 0) {
-    buckets_->reset();
-    next_launch_ = 0;
-    throw Error(cat(missing.empty() ? "a parameter of bucket " + std::to_string(flagged) +
-                                          " got no gradient on another rank in this step"
-                                    : "parameter '" + missing + "' got no gradient in this step",
-                    ": every parameter must take part in the loss on every rank, or set "
-                    "find_unused_parameters to send its current gradient (zeros if none)"));
-  }
+  next_launch_ = 0;
+  buckets_->throw_if_missing(missing);
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
   stats_.overlapped_seconds = std::max(0.0, seconds_between(first_launch_, backward_end));
@@ -79,7 +72,6 @@ void AllreduceStrategy::before_optimizer_step() {
   for (std::size_t index = 0; index < work_.size(); ++index)
     buckets_->copy_to_grads(index, buckets_->flat(index));
   buckets_->reset();
-  next_launch_ = 0;
 }
 
 }  // namespace distml::train

@@ -52,8 +52,10 @@ class GradientBuckets {
   /// `send_current`) their buckets' flags are raised and the first one's name returned, so that
   /// the collectives still match on every rank. Without either, an Error naming the first.
   std::string complete_unused(bool send_current);
-  /// After the reduction: the index of a bucket whose flag some rank raised, or -1.
-  std::int64_t missing_elsewhere() const;
+  /// After the reduction (with flags): when some rank raised a bucket's flag, resets the
+  /// buckets and throws an Error on every rank, naming `missing_here` (what complete_unused()
+  /// returned) where this rank is the one that lacked it.
+  void throw_if_missing(const std::string& missing_here);
   /// Ready for the next step's gradients.
   void reset();
   /// Frees a bucket's flat tensor until its next use (ZeRO's gradient memory).

@@ -77,8 +77,9 @@ void ZeroStrategy::setup(const nn::ModelTensors& model) {
   auto options = trainable.tensors.empty() ? torch::TensorOptions()
                                            : trainable.tensors[0].options().requires_grad(false);
   // 2. Hooks: each bucket padded to N equal blocks.
-  buckets_ = std::make_unique<GradientBuckets>(std::move(trainable), plan, comm_.size(),
-                                               [this](std::size_t) { launch_ready_buckets(); });
+  buckets_ = std::make_unique<GradientBuckets>(
+      std::move(trainable), plan, comm_.size(), [this](std::size_t) { launch_ready_buckets(); },
+      /*flags=*/!o.find_unused_parameters);
   std::int64_t shard_size = 0;
   for (const auto& b : buckets_->buckets()) {
     Shard s;
@@ -121,9 +122,11 @@ void ZeroStrategy::before_optimizer_step() {
   torch::NoGradGuard no_grad;
   // 3. Parameters that got no gradient (launching them now is not overlapped).
   const auto backward_end = last_launch_;
-  buckets_->complete_unused(options_.buckets.find_unused_parameters);
+  missing_here_ = buckets_->complete_unused(options_.buckets.find_unused_parameters);
   const auto wait_start = Clock::now();
   for (auto& s : shards_) s.work.wait();
+  next_launch_ = 0;
+  if (options_.stage == 1) buckets_->throw_if_missing(missing_here_);
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
   stats_.overlapped_seconds = std::max(0.0, seconds_between(first_launch_, backward_end));
@@ -145,7 +148,6 @@ void ZeroStrategy::before_optimizer_step() {
     buckets_->release(index);
   }
   buckets_->reset();
-  next_launch_ = 0;
 }
 
 void ZeroStrategy::clip_gradients(double max_norm, const std::vector<torch::Tensor>&) {
@@ -205,17 +207,31 @@ void ZeroStrategy::load_shard_from_model() {
   }
 }
 
+// Where bucket `index`'s flag lies in the shard, if in this rank's block; else -1.
+std::int64_t ZeroStrategy::own_flag(std::size_t index) const {
+  const std::int64_t flag_at = buckets_->buckets()[index].flag_at;
+  const Shard& s = shards_[index];
+  const std::int64_t lo = comm_.rank() * s.block;
+  return flag_at >= lo && flag_at < lo + s.block ? s.shard_offset + flag_at - lo : -1;
+}
+
 void ZeroStrategy::gather_parameters() {
   torch::NoGradGuard no_grad;
   const auto start = Clock::now();
   for (std::size_t index = 0; index < shards_.size(); ++index) {
     Shard& s = shards_[index];
+    // 3. Stage 2's flag, reduced into this rank's gradient block, travels with the parameters.
+    if (const auto at = own_flag(index); at >= 0) shard_[at] = shard_.grad()[at];
     s.work = comm_.iallgather(buffer_of(shard_.narrow(0, s.shard_offset, s.block)),
                               buffer_of(buckets_->flat(index)));
     stats_.bytes_sent += s.block * shard_.element_size();
   }
   for (std::size_t index = 0; index < shards_.size(); ++index) {
     shards_[index].work.wait();
+    if (const auto at = own_flag(index); at >= 0) shard_[at] = 0;
+  }
+  buckets_->throw_if_missing(missing_here_);
+  for (std::size_t index = 0; index < shards_.size(); ++index) {
     buckets_->copy_to_params(index, buckets_->flat(index));
     buckets_->release(index);
   }

@@ -16,11 +16,14 @@
 //     asynchronous collective (avg) that overlaps the rest of backward: stage 1 all-reduces
 //     the bucket; stage 2 reduce-scatters it, so that each rank receives its block only,
 //     straight into the shard's gradient.
-//  3. before_optimizer_step() sends what parameters without a gradient hold (or fails naming
-//     them, unless find_unused_parameters), waits for every bucket, then: stage 1 copies the
-//     averages into every .grad(), so the whole averaged gradient stays visible, and its own
-//     blocks into the shard's gradient; stage 2 releases every .grad(): this rank's share of
-//     the gradient lives in the shard only. The flat buffers are freed.
+//  3. before_optimizer_step() sends what parameters without a gradient hold, waits for every
+//     bucket, then: stage 1 copies the averages into every .grad(), so the whole averaged
+//     gradient stays visible, and its own blocks into the shard's gradient; stage 2 releases
+//     every .grad(): this rank's share of the gradient lives in the shard only. The flat buffers
+//     are freed. Without find_unused_parameters each bucket carries a flag element, as in
+//     allreduce_strategy.h, raised by a rank that sent a stand-in for a missing gradient: stage
+//     1 sees it reduced on every rank and fails at once; in stage 2 it lands in one rank's
+//     block only, which carries it into the all-gather of step 5, after which every rank fails.
 //  4. optimizer_step(optimizer) copies the current values of its blocks from the model into
 //     the shard (the model stays the one source of truth) and steps a private optimizer of the
 //     same kind over the shard, with the trainer optimizer's options copied at every step (so
@@ -85,6 +88,8 @@ class ZeroStrategy final : public Strategy {
   void launch_ready_buckets();
   void load_shard_from_model();
   void gather_parameters();
+  std::int64_t own_flag(std::size_t bucket) const;
+
 
   comm::Communicator& comm_;
   ZeroStrategyOptions options_;
@@ -93,6 +98,7 @@ class ZeroStrategy final : public Strategy {
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
   std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
   std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
+  std::string missing_here_;  // a parameter without gradient on this rank this step
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
   std::chrono::steady_clock::time_point first_launch_, last_launch_;
