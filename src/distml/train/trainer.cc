@@ -5,30 +5,23 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
-#include <sstream>
 #include <thread>
 
 #include "distml/comm/block_range.h"
-#include "distml/core/atomic_file.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
+#include "distml/core/fnv1a.h"
 #include "distml/data/prefetch_loader.h"
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/checkpoint_contents.h"
-#include "distml/train/checkpoint_file.h"
+#include "distml/train/checkpoint_exchange.h"
+#include "distml/train/model_export.h"
 #include "distml/train/optimizer_factory.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/strategy_factory.h"
-#include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
 namespace {
-
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ull) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
-  return h;
-}
 
 // Model options completed from the data: classes, input shape, vocabulary.
 nn::ModelOptions model_options(const TrainConfig& config, const TaskData& data) {
@@ -91,13 +84,10 @@ namespace {
 // Every rank must run the same configuration: compare hashes of the canonical text.
 void check_same_config(const TrainConfig& config, comm::Communicator& comm) {
   const std::string text = canonical_text(config);
-  std::uint64_t mine = fnv1a(text.data(), text.size());
-  std::vector<std::uint64_t> all(comm.size());
-  comm.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64},
-                 comm::Buffer{all.data(), all.size(), comm::DType::i64});
+  Fnv1a hash;
+  hash.mix(text.data(), text.size());
   std::string differ;
-  for (int r = 1; r < comm.size(); ++r)
-    if (all[r] != all[0]) differ += cat(differ.empty() ? "" : ", ", r);
+  for (int r : ranks_unlike_rank0(hash.value(), comm)) differ += cat(differ.empty() ? "" : ", ", r);
   if (!differ.empty())
     throw ConfigError(cat("rank(s) ", differ,
                           " run a different configuration than rank 0: start every rank with "
@@ -239,118 +229,24 @@ struct Trainer::State {
     return metrics;
   }
 
-  // Collective: every rank's own state (its generator, its strategy's), for rank 0 to save.
-  std::vector<RankState> gather_rank_states() {
-    const RankState mine{generator_state(), strategy->save_state()};
-    std::vector<RankState> all(comm.size());
-    auto gather = [&](const std::string& bytes, std::string RankState::*field) {
-      std::vector<std::int64_t> sizes(comm.size());
-      const std::int64_t size = static_cast<std::int64_t>(bytes.size());
-      comm.allgather(comm::ConstBuffer{&size, 1, comm::DType::i64},
-                     comm::Buffer{sizes.data(), sizes.size(), comm::DType::i64});
-      const std::int64_t widest = *std::max_element(sizes.begin(), sizes.end());
-      std::string padded = bytes, joined(widest * comm.size(), '\0');
-      padded.resize(widest);
-      comm.allgather(comm::ConstBuffer{padded.data(), padded.size(), comm::DType::u8},
-                     comm::Buffer{joined.data(), joined.size(), comm::DType::u8});
-      for (int r = 0; r < comm.size(); ++r) all[r].*field = joined.substr(r * widest, sizes[r]);
-    };
-    gather(mine.rng, &RankState::rng);
-    gather(mine.strategy, &RankState::strategy);
-    return all;
-  }
-
   // Collective: every rank averages its buffers, rank 0 writes, and all learn whether it did.
   void save_checkpoint(const data::SamplerPosition& position) {
     consolidate();
-    const auto ranks = gather_rank_states();
-    const std::string& dir = config.train.checkpoint_dir;
-    std::int32_t failed = 0;
-    std::string why;
-    if (comm.rank() == 0) {
-      try {
-        write_checked_file(
-            checkpoint_path(dir),
-            encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config));
-      } catch (const std::exception& e) {
-        failed = 1;
-        why = e.what();
-      }
-    }
-    comm.broadcast(comm::Buffer{&failed, 1, comm::DType::i32}, 0);
-    if (!failed) return;
-    if (comm.rank() == 0) throw CheckpointError(why);
-    throw CheckpointError(cat("rank 0 could not write the checkpoint in ", dir));
-  }
-
-  // Rank 0 reads the file and sends it to the others, so ranks need not share a disk.
-  std::string read_checkpoint(const std::string& dir) {
-    std::string payload, why;
-    std::int64_t size = -1;
-    if (comm.rank() == 0) {
-      try {
-        payload = read_checked_file(checkpoint_path(dir));
-        size = static_cast<std::int64_t>(payload.size());
-      } catch (const std::exception& e) {
-        why = e.what();
-      }
-    }
-    comm.broadcast(comm::Buffer{&size, 1, comm::DType::i64}, 0);
-    if (size < 0) {
-      if (comm.rank() == 0) throw CheckpointError(why);
-      throw CheckpointError(cat("rank 0 could not read the checkpoint in ", dir));
-    }
-    payload.resize(size);
-    comm.broadcast(comm::Buffer{payload.data(), payload.size(), comm::DType::u8}, 0);
-    return payload;
+    const auto ranks = gather_rank_states({generator_state(), strategy->save_state()}, comm);
+    write_on_rank0(
+        checkpoint_path(config.train.checkpoint_dir),
+        [&] { return encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config); },
+        comm);
   }
 
   data::SamplerPosition restore(const std::string& dir) {
-    const auto resumed = decode_checkpoint(read_checkpoint(dir), checkpoint_path(dir), model,
-                                           *optimizer, comm.rank(), comm.size(), config);
+    const std::string path = checkpoint_path(dir);
+    const auto resumed = decode_checkpoint(read_on_rank0(path, comm), path, model, *optimizer,
+                                           comm.rank(), comm.size(), config);
     set_generator_state(resumed.own.rng);
     strategy->load_state(resumed.own.strategy);
     global_step = resumed.position.global_step;
     return resumed.position.sampler;
-  }
-
-  // The trained weights (train.export) and, for a TorchScript model, the module itself in
-  // evaluation mode (train.export_module), so that torch.jit.load predicts as evaluate() did.
-  void export_model() {
-    const auto& t = config.train;
-    if (!t.export_path.empty()) {
-      NamedTensors named;
-      for (auto& p : model.named_parameters()) named.emplace_back(p.key(), p.value());
-      for (auto& b : model.named_buffers()) named.emplace_back(b.key(), b.value());
-      export_tensors(t.export_path, named);
-    }
-    if (!t.export_module.empty()) {
-      std::ostringstream out;
-      model.train(false);
-      model.save_script(out);
-      model.train(true);
-      const std::string bytes = out.str();
-      write_file_atomically(t.export_module, {bytes});
-    }
-  }
-
-  // Fails unless every rank holds bit-identical parameters and buffers.
-  std::uint64_t check_replicas_agree() {
-    std::uint64_t h = 1469598103934665603ull;
-    auto mix = [&](const torch::Tensor& t) {
-      auto c = t.contiguous();
-      h = fnv1a(c.data_ptr(), c.numel() * c.element_size(), h);
-    };
-    for (auto& p : model.parameters()) mix(p);
-    for (auto& b : model.named_buffers()) mix(b.value());
-    std::vector<std::uint64_t> all(comm.size());
-    comm.allgather(comm::ConstBuffer{&h, 1, comm::DType::i64},
-                   comm::Buffer{all.data(), all.size(), comm::DType::i64});
-    for (int r = 1; r < comm.size(); ++r)
-      if (all[r] != all[0])
-        throw InternalError(
-            cat("after training, rank ", r, " holds parameters that differ from rank 0's"));
-    return h;
   }
 };
 
@@ -477,11 +373,11 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
 
   if (!t.checkpoint_dir.empty()) checkpoint();
   result.test = s.evaluate();  // also consolidates the replicas, before the export
-  result.param_checksum = s.check_replicas_agree();
+  result.param_checksum = check_replicas_agree(s.model.tensors(), s.comm);
   s.strategy->finish();
   result.strategy_report = s.strategy->report();
   // Last, after every collective: a failure here cannot leave other ranks waiting.
-  if (reporter) s.export_model();
+  if (reporter) export_model(s.model, s.config.train.export_path, s.config.train.export_module);
   result.global_step = s.global_step;
   result.bytes_sent = s.strategy->stats().bytes_sent;
   result.consensus_distance = s.strategy->stats().consensus_distance;

@@ -1,9 +1,9 @@
 #include "distml/train/strategies/replicas.h"
 
 #include <cmath>
-#include <functional>
 
 #include "distml/core/error.h"
+#include "distml/core/fnv1a.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
@@ -11,14 +11,13 @@ namespace {
 
 // A hash of the parameter names and shapes, the same on every rank that has the same model.
 std::uint64_t shape_hash(const TrainableParameters& p) {
-  std::uint64_t h = 1469598103934665603ull;
-  auto mix = [&](std::uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+  Fnv1a h;
   for (std::size_t i = 0; i < p.tensors.size(); ++i) {
-    mix(std::hash<std::string>{}(p.names[i]));
-    for (auto d : p.tensors[i].sizes()) mix(static_cast<std::uint64_t>(d));
-    mix(static_cast<std::uint64_t>(p.tensors[i].scalar_type()));
+    h.mix(p.names[i].data(), p.names[i].size() + 1);  // with its terminator: "ab","c" != "a","bc"
+    for (auto d : p.tensors[i].sizes()) h.mix(static_cast<std::uint64_t>(d));
+    h.mix(static_cast<std::uint64_t>(p.tensors[i].scalar_type()));
   }
-  return h;
+  return h.value();
 }
 
 }  // namespace
@@ -31,18 +30,36 @@ TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Commun
     p.names.push_back(model.parameter_names[i]);
     p.tensors.push_back(model.parameters[i]);
   }
-  std::uint64_t mine = shape_hash(p);
-  std::vector<std::uint64_t> all(comm.size());
-  comm.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64},
-                 comm::Buffer{all.data(), all.size(), comm::DType::i64});
-  for (int r = 0; r < comm.size(); ++r)
-    if (all[r] != all[0])
-      throw CommError(cat("rank ", r,
-                          " has a model whose parameter names or shapes differ from "
-                          "rank 0's: the ranks must build the same model"));
+  if (const auto unlike = ranks_unlike_rank0(shape_hash(p), comm); !unlike.empty())
+    throw CommError(cat("rank ", unlike[0],
+                        " has a model whose parameter names or shapes differ from "
+                        "rank 0's: the ranks must build the same model"));
   for (auto& t : p.tensors) comm.broadcast(buffer_of(t), 0);
   for (const auto& b : model.buffers) comm.broadcast(buffer_of(b), 0);
   return p;
+}
+
+std::vector<int> ranks_unlike_rank0(std::uint64_t value, comm::Communicator& comm) {
+  std::vector<std::uint64_t> all(comm.size());
+  comm.allgather(comm::ConstBuffer{&value, 1, comm::DType::i64},
+                 comm::Buffer{all.data(), all.size(), comm::DType::i64});
+  std::vector<int> unlike;
+  for (int r = 1; r < comm.size(); ++r)
+    if (all[r] != all[0]) unlike.push_back(r);
+  return unlike;
+}
+
+std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm) {
+  Fnv1a h;
+  for (const auto* tensors : {&model.parameters, &model.buffers})
+    for (const auto& t : *tensors) {
+      const auto c = t.contiguous();
+      h.mix(c.data_ptr(), c.numel() * c.element_size());
+    }
+  if (const auto unlike = ranks_unlike_rank0(h.value(), comm); !unlike.empty())
+    throw InternalError(
+        cat("after training, rank ", unlike[0], " holds parameters that differ from rank 0's"));
+  return h.value();
 }
 
 void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator& comm) {

@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
@@ -26,6 +27,13 @@ TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Commun
 /// Collective. Makes the buffers (BatchNorm running statistics) the same on every rank:
 /// floating-point ones become their average over the ranks, counters take rank 0's value.
 void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator& comm);
+
+/// Collective. The ranks whose `value` differs from rank 0's (none: the ranks agree).
+std::vector<int> ranks_unlike_rank0(std::uint64_t value, comm::Communicator& comm);
+
+/// Collective. A checksum (FNV-1a) of the parameters and buffers; an InternalError naming a
+/// rank whose replica is not bit for bit rank 0's.
+std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm);
 
 /// Collective. Replaces each tensor by its average over the ranks (one all-reduce over a flat
 /// copy; all tensors must share a dtype). Returns the payload bytes sent. With `distance`, also

@@ -61,7 +61,7 @@ struct ZeroStrategyOptions {
   int stage = 1;
   /// Bucket caps, the all-reduce algorithm of stage 1, and find_unused_parameters: as for the
   /// all-reduce strategy.
-  AllreduceStrategyOptions buckets;
+  AllreduceStrategyOptions buckets{};
 };
 
 class ZeroStrategy final : public Strategy {
