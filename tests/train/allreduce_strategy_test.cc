@@ -195,7 +195,8 @@ TEST(AllreduceStrategy, AGradientMissingOnOneRankStopsEveryRankAtOnce) {
   for (const auto& [name, make] : strategies)
     for (int world : {2, 3})
       for (int missing : {0, world - 1}) {
-        const auto errors = errors_of_one_step(world, make, [&](int rank) { return rank != missing; });
+        const auto errors =
+            errors_of_one_step(world, make, [&](int rank) { return rank != missing; });
         for (int r = 0; r < world; ++r)
           EXPECT_NE(errors[r].find(r == missing ? "parameter 'spare' got no gradient"
                                                 : "got no gradient on another rank"),

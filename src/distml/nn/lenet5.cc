@@ -3,6 +3,8 @@
 #include <torch/nn/functional/activation.h>
 #include <torch/nn/functional/pooling.h>
 
+#include <utility>
+
 #include "distml/core/error.h"
 #include "distml/nn/model_input.h"
 
@@ -24,13 +26,31 @@ LeNet5Impl::LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_clas
   fc3_ = register_module("fc3", torch::nn::Linear(84, num_classes));
 }
 
-torch::Tensor LeNet5Impl::forward(torch::Tensor x) {
-  x = detail::as_image_batch(x, in_channels_, image_size_);
-  x = torch::max_pool2d(torch::relu(conv1_->forward(x)), 2);
-  x = torch::max_pool2d(torch::relu(conv2_->forward(x)), 2);
-  x = torch::relu(fc1_->forward(x.flatten(1)));
-  x = torch::relu(fc2_->forward(x));
-  return fc3_->forward(x);
+torch::Tensor LeNet5Impl::forward(torch::Tensor x) { return run_layers(layers(), std::move(x)); }
+
+std::vector<Layer> LeNet5Impl::layers() {
+  // Shared pointers, so that the layers outlive this call (the holders would be const here).
+  auto conv1 = conv1_.ptr(), conv2 = conv2_.ptr();
+  auto fc1 = fc1_.ptr(), fc2 = fc2_.ptr(), fc3 = fc3_.ptr();
+  const int64_t channels = in_channels_, side = image_size_;
+  return {
+      {"conv1",
+       {"conv1"},
+       [=](const torch::Tensor& x) {
+         return torch::max_pool2d(
+             torch::relu(conv1->forward(detail::as_image_batch(x, channels, side))), 2);
+       }},
+      {"conv2",
+       {"conv2"},
+       [=](const torch::Tensor& x) {
+         return torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
+       }},
+      {"fc1",
+       {"fc1"},
+       [=](const torch::Tensor& x) { return torch::relu(fc1->forward(x.flatten(1))); }},
+      {"fc2", {"fc2"}, [=](const torch::Tensor& x) { return torch::relu(fc2->forward(x)); }},
+      {"fc3", {"fc3"}, [=](const torch::Tensor& x) { return fc3->forward(x); }},
+  };
 }
 
 }  // namespace distml::nn

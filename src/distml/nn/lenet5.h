@@ -7,6 +7,9 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "distml/nn/layers.h"
 
 namespace distml::nn {
 
@@ -17,6 +20,8 @@ class LeNet5Impl : public torch::nn::Module {
   LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_classes);
   /// [B, C, H, W] or [B, C*H*W] -> [B, num_classes] logits.
   torch::Tensor forward(torch::Tensor x);
+  /// conv1 and conv2 (each with ReLU and pooling), fc1, fc2, fc3.
+  std::vector<Layer> layers();
 
  private:
   int64_t in_channels_, image_size_;

@@ -4,6 +4,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cstddef>
+#include <utility>
 
 #include "distml/core/error.h"
 
@@ -19,13 +20,21 @@ MlpImpl::MlpImpl(const std::vector<int64_t>& layers) {
   register_module("linears", linears_);
 }
 
-torch::Tensor MlpImpl::forward(torch::Tensor x) {
-  x = x.flatten(1);
-  for (std::size_t i = 0; i < linears_->size(); ++i) {
-    x = linears_[i]->as<torch::nn::Linear>()->forward(x);
-    if (i + 1 < linears_->size()) x = torch::relu(x);
+torch::Tensor MlpImpl::forward(torch::Tensor x) { return run_layers(layers(), std::move(x)); }
+
+std::vector<Layer> MlpImpl::layers() {
+  std::vector<Layer> out;
+  const std::size_t n = linears_->size();
+  for (std::size_t i = 0; i < n; ++i) {
+    auto forward = [linear = linears_->ptr<torch::nn::LinearImpl>(i), first = i == 0,
+                    last = i + 1 == n](const torch::Tensor& in) {
+      auto y = linear->forward(first ? in.flatten(1) : in);
+      return last ? y : torch::relu(y);
+    };
+    const std::string name = cat("linears.", i);
+    out.push_back({name, {name}, forward});
   }
-  return x;
+  return out;
 }
 
 }  // namespace distml::nn

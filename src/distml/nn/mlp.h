@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "distml/nn/layers.h"
+
 namespace distml::nn {
 
 class MlpImpl : public torch::nn::Module {
@@ -16,6 +18,8 @@ class MlpImpl : public torch::nn::Module {
   explicit MlpImpl(const std::vector<int64_t>& layers);
   /// [B, ...] -> [B, layers.back()] logits (no activation after the last layer).
   torch::Tensor forward(torch::Tensor x);
+  /// One layer per Linear (the first flattens, all but the last end in ReLU).
+  std::vector<Layer> layers();
 
  private:
   torch::nn::ModuleList linears_;

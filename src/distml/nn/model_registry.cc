@@ -43,10 +43,17 @@ Model load_torchscript(const std::string& path) {
   return Model("torchscript", module);
 }
 
+// A built-in model that lists its layers.
+template <class Holder>
+Model layered(const std::string& name, Holder module) {
+  return Model(name, torch::nn::AnyModule(module),
+               [impl = module.ptr()] { return impl->layers(); });
+}
+
 }  // namespace
 
-Model::Model(std::string name, torch::nn::AnyModule module)
-    : name_(std::move(name)), native_(std::move(module)) {}
+Model::Model(std::string name, torch::nn::AnyModule module, LayersFn layers)
+    : name_(std::move(name)), native_(std::move(module)), layers_(std::move(layers)) {}
 
 Model::Model(std::string name, const torch::jit::Module& module)
     : name_(std::move(name)), script_(std::make_shared<torch::jit::Module>(module)) {}
@@ -117,6 +124,25 @@ void Model::to(torch::ScalarType dtype) {
     native_.ptr()->to(dtype);
 }
 
+std::vector<Layer> Model::layers() const {
+  if (layers_) return layers_();
+  if (!script_)
+    throw ConfigError(cat("model '", name_, "' is not a sequence of layers and cannot be cut into ",
+                          "pipeline stages"));
+  std::vector<Layer> out;
+  for (const auto& child : script_->named_children()) {
+    auto forward = [module = child.value](const torch::Tensor& x) {
+      return const_cast<torch::jit::Module&>(module).forward({x}).toTensor();
+    };
+    out.push_back({child.name, {child.name}, forward});
+  }
+  if (out.empty())
+    throw ConfigError(
+        cat("the TorchScript model has no child modules to cut into pipeline stages: "
+            "script an nn.Sequential"));
+  return out;
+}
+
 void Model::save_script(std::ostream& out) const {
   if (!script_)
     throw UsageError(cat("model '", name_, "' is built in, not TorchScript: only a model.name = ",
@@ -132,15 +158,11 @@ const std::vector<std::string>& model_names() {
 
 Model make_model(const ModelOptions& options) {
   const std::string& name = options.name;
-  if (name == "mlp") return Model(name, torch::nn::AnyModule(Mlp(options.mlp_layers)));
-  if (name == "lenet5") {
-    return Model(name, torch::nn::AnyModule(
-                           LeNet5(options.in_channels, options.image_size, options.num_classes)));
-  }
-  if (name == "resnet20") {
-    return Model(name, torch::nn::AnyModule(
-                           ResNet20(options.in_channels, options.image_size, options.num_classes)));
-  }
+  if (name == "mlp") return layered(name, Mlp(options.mlp_layers));
+  if (name == "lenet5")
+    return layered(name, LeNet5(options.in_channels, options.image_size, options.num_classes));
+  if (name == "resnet20")
+    return layered(name, ResNet20(options.in_channels, options.image_size, options.num_classes));
   if (name == "char_lstm") {
     return Model(name, torch::nn::AnyModule(CharLstm(options.vocab_size, options.embedding_dim,
                                                      options.hidden_size, options.lstm_layers)));

@@ -8,11 +8,13 @@
 #include <torch/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "distml/nn/layers.h"
 #include "distml/nn/model_tensors.h"
 
 namespace torch::jit {
@@ -24,7 +26,7 @@ namespace distml::nn {
 /// What to build. Only the fields the named model reads matter; the rest keep their defaults.
 /// Fill it with designated initialisers: `ModelOptions{.name = "lenet5"}`.
 struct ModelOptions {
-  std::string name;  // mlp, lenet5, resnet20, char_lstm, torchscript
+  std::string name;    // mlp, lenet5, resnet20, char_lstm, torchscript
   std::string path{};  // torchscript: the file torch.jit.save wrote
   std::vector<int64_t> mlp_layers = {784, 1024, 512, 10};      // mlp: widths, input first
   int64_t in_channels = 1, image_size = 28, num_classes = 10;  // lenet5, resnet20
@@ -36,8 +38,9 @@ struct ModelOptions {
 /// same seed (or load the file again) for an independent replica.
 class Model {
  public:
-  /// A built-in model.
-  Model(std::string name, torch::nn::AnyModule module);
+  using LayersFn = std::function<std::vector<Layer>()>;
+  /// A built-in model; `layers` lists its layers, where it can be cut into pipeline stages.
+  Model(std::string name, torch::nn::AnyModule module, LayersFn layers = {});
   /// A TorchScript module whose forward takes (x) and returns predictions, or takes (x, y) and
   /// returns a scalar loss (takes_target()).
   Model(std::string name, const torch::jit::Module& module);
@@ -65,6 +68,11 @@ class Model {
   void train(bool on = true);
   void to(torch::ScalarType dtype);
 
+  /// The model as layers that a pipeline can cut: a built-in model's own, or a TorchScript
+  /// module's top-level children (its forward must apply them in order, as nn.Sequential's
+  /// does). ConfigError for a model that is not a sequence of layers (char_lstm).
+  std::vector<Layer> layers() const;
+
   /// True for a TorchScript model; only those can be saved as TorchScript.
   bool is_script() const { return script_ != nullptr; }
   /// Writes the TorchScript module with its current weights (UsageError for a built-in model).
@@ -75,6 +83,7 @@ class Model {
  private:
   std::string name_;
   torch::nn::AnyModule native_;                 // a built-in model, else empty
+  LayersFn layers_;                             // a built-in model's layers, if it has them
   std::shared_ptr<torch::jit::Module> script_;  // a TorchScript model, else null
 };
 

@@ -4,6 +4,7 @@
 #include <torch/nn/init.h>
 
 #include <string>
+#include <utility>
 
 #include "distml/nn/model_input.h"
 
@@ -69,11 +70,32 @@ ResNet20Impl::ResNet20Impl(int64_t in_channels, int64_t image_size, int64_t num_
   }
 }
 
-torch::Tensor ResNet20Impl::forward(torch::Tensor x) {
-  x = detail::as_image_batch(x, in_channels_, image_size_);
-  x = torch::relu(bn1_->forward(conv1_->forward(x)));
-  x = layer3_->forward(layer2_->forward(layer1_->forward(x)));
-  return fc_->forward(x.mean({2, 3}));
+torch::Tensor ResNet20Impl::forward(torch::Tensor x) { return run_layers(layers(), std::move(x)); }
+
+std::vector<Layer> ResNet20Impl::layers() {
+  // Shared pointers, so that the layers outlive this call (the holders would be const here).
+  auto conv1 = conv1_.ptr();
+  auto bn1 = bn1_.ptr();
+  auto fc = fc_.ptr();
+  const int64_t channels = in_channels_, side = image_size_;
+  std::vector<Layer> out = {{"stem", {"conv1", "bn1"}, [=](const torch::Tensor& x) {
+                               return torch::relu(bn1->forward(
+                                   conv1->forward(detail::as_image_batch(x, channels, side))));
+                             }}};
+  const std::pair<const char*, torch::nn::Sequential> stages[] = {
+      {"layer1", layer1_}, {"layer2", layer2_}, {"layer3", layer3_}};
+  for (const auto& [stage, blocks] : stages)
+    for (std::size_t b = 0; b < blocks->size(); ++b) {
+      const std::string name = cat(stage, ".", b);
+      out.push_back(
+          {name, {name}, [block = blocks->ptr<BasicBlockImpl>(b)](const torch::Tensor& x) {
+             return block->forward(x);
+           }});
+    }
+  out.push_back({"fc", {"fc"}, [=](const torch::Tensor& x) {
+                   return fc->forward(x.mean({2, 3}));
+                 }});
+  return out;
 }
 
 }  // namespace distml::nn

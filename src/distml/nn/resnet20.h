@@ -12,6 +12,9 @@
 #include <torch/nn/pimpl.h>
 
 #include <cstdint>
+#include <vector>
+
+#include "distml/nn/layers.h"
 
 namespace distml::nn {
 
@@ -34,6 +37,8 @@ class ResNet20Impl : public torch::nn::Module {
   ResNet20Impl(int64_t in_channels, int64_t image_size, int64_t num_classes);
   /// [B, C, H, W] or [B, C*H*W] -> [B, num_classes] logits.
   torch::Tensor forward(torch::Tensor x);
+  /// The stem (conv1, bn1, ReLU), each of the nine blocks, and the head (pooling, fc).
+  std::vector<Layer> layers();
 
  private:
   int64_t in_channels_, image_size_;

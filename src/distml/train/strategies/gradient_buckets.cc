@@ -106,11 +106,12 @@ void GradientBuckets::throw_if_missing(const std::string& missing_here) {
     const Bucket& b = buckets_[index];
     if (b.flag_at < 0 || !b.flat.defined() || b.flat[b.flag_at].item<double>() == 0) continue;
     reset();
-    throw Error(cat(missing_here.empty() ? cat("a parameter of bucket ", index,
-                                               " got no gradient on another rank in this step")
-                                         : "parameter '" + missing_here + "' got no gradient in this step",
-                    ": every parameter must take part in the loss on every rank, or set "
-                    "find_unused_parameters to send its current gradient (zeros if none)"));
+    throw Error(cat(
+        missing_here.empty()
+            ? cat("a parameter of bucket ", index, " got no gradient on another rank in this step")
+            : "parameter '" + missing_here + "' got no gradient in this step",
+        ": every parameter must take part in the loss on every rank, or set "
+        "find_unused_parameters to send its current gradient (zeros if none)"));
   }
 }
 

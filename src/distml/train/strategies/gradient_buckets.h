@@ -24,8 +24,8 @@ class GradientBuckets {
     std::int64_t elements = 0;          // flat's size: the gradients, padded up to `pad_to`
     torch::Tensor flat;                 // allocated on first use, and again after release()
     std::vector<char> arrived;
-    std::size_t pending = 0;      // gradients still to arrive this step
-    std::int64_t flag_at = -1;    // with flags: the element after the gradients
+    std::size_t pending = 0;    // gradients still to arrive this step
+    std::int64_t flag_at = -1;  // with flags: the element after the gradients
   };
   /// Called with a bucket's index when its last gradient has arrived (in arrival order).
   using ReadyFn = std::function<void(std::size_t bucket)>;

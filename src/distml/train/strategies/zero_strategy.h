@@ -90,14 +90,13 @@ class ZeroStrategy final : public Strategy {
   void gather_parameters();
   std::int64_t own_flag(std::size_t bucket) const;
 
-
   comm::Communicator& comm_;
   ZeroStrategyOptions options_;
   std::unique_ptr<GradientBuckets> buckets_;
   std::vector<Shard> shards_;  // per bucket
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
   std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
-  std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
+  std::string saved_state_;   // from a checkpoint, for the shard optimizer once it is made
   std::string missing_here_;  // a parameter without gradient on this rank this step
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived

@@ -1,0 +1,153 @@
+#include "distml/train/pipeline/pipeline_stage.h"
+
+#include <algorithm>
+#include <optional>
+
+#include "distml/core/clock.h"
+#include "distml/core/error.h"
+#include "distml/train/checkpoint_contents.h"
+#include "distml/train/pipeline/schedule.h"
+
+namespace distml::train::pipeline {
+
+struct PipelineStage::InFlight {
+  int micro = 0;
+  std::int64_t begin = 0, count = 0;  // its rows of the batch
+  torch::Tensor input;   // on stages after the first: a leaf that requires its gradient
+  torch::Tensor output;  // the layers' output, or on the last stage the weighted loss (with
+                         // recompute: only from the backward's second forward)
+  double loss = 0;       // the last stage: the weighted loss
+  std::string rng;       // with recompute: the generator before the forward
+};
+
+PipelineStage::PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> layers,
+                             const nn::ModelTensors& tensors, PipelineOptions options)
+    : comm_(comm),
+      layers_(std::move(layers)),
+      buffers_(tensors.buffers),
+      options_(std::move(options)),
+      stage_(comm.rank()),
+      stages_(comm.size()),
+      link_(comm) {
+  if (options_.micro_batches < 1)
+    throw ConfigError(cat("parallel.micro_batches must be >= 1, got ", options_.micro_batches));
+  if (options_.recompute && options_.schedule != "gpipe")
+    throw ConfigError("parallel.recompute is gpipe's: set parallel.schedule = \"gpipe\"");
+  stage_schedule(options_.schedule, stages_, stage_, 1);  // a ConfigError for an unknown name
+}
+
+double PipelineStage::step(const torch::Tensor& input, std::int64_t rows, const LossFn& loss,
+                           const std::function<void(bool last)>& before_backward) {
+  stats_ = {};
+  // 1. The micro-batches.
+  const int m = static_cast<int>(std::min<std::int64_t>(options_.micro_batches, rows));
+  std::vector<InFlight> flights(m);
+  for (int i = 0, begin = 0; i < m; ++i) {
+    flights[i].micro = i;
+    flights[i].begin = begin;
+    flights[i].count = rows / m + (i < rows % m ? 1 : 0);
+    begin += static_cast<int>(flights[i].count);
+  }
+  const auto steps = stage_schedule(options_.schedule, stages_, stage_, m);
+  int held = 0, backwards_left = m;
+  std::int64_t held_bytes = 0;
+  auto bytes_of = [](const InFlight& f) {
+    std::int64_t b = 0;
+    for (const auto* t : {&f.input, &f.output})
+      if (t->defined()) b += t->numel() * t->element_size();
+    return b;
+  };
+  for (const auto& s : steps) {
+    InFlight& f = flights[s.micro];
+    if (s.forward) {
+      forward(f, input, rows, loss);
+      ++held;
+      held_bytes += bytes_of(f);
+      if (held > stats_.peak_micro_batches) stats_.peak_micro_batches = held;
+      stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, held_bytes);
+    } else {
+      held_bytes -= bytes_of(f);
+      backward(f, --backwards_left == 0, rows, loss, before_backward);
+      --held;
+    }
+  }
+  // 5. Every send done; the batch loss from the last stage.
+  const auto wait_start = Clock::now();
+  stats_.bytes_sent = link_.flush();
+  double batch_loss = 0;
+  if (is_last())
+    for (const auto& f : flights) batch_loss += f.loss;
+  comm_.broadcast(comm::Buffer{&batch_loss, 1, comm::DType::f64}, stages_ - 1);
+  stats_.wait_seconds += seconds_since(wait_start);
+  return batch_loss;
+}
+
+// 2. Forward.
+void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_t rows,
+                            const LossFn& loss) {
+  if (stage_ == 0) {
+    f.input = input.narrow(0, f.begin, f.count);
+  } else {
+    const auto wait_start = Clock::now();
+    f.input = link_.recv(stage_ - 1, f.micro).requires_grad_(true);
+    stats_.wait_seconds += seconds_since(wait_start);
+  }
+  const auto start = Clock::now();
+  std::optional<torch::NoGradGuard> no_grad;
+  if (options_.recompute) {
+    f.rng = generator_state();
+    no_grad.emplace();
+  }
+  auto out = compute(f, rows, loss);
+  if (is_last()) {
+    f.loss = out.item<double>();
+  } else {
+    link_.send(out, stage_ + 1, f.micro);
+  }
+  if (!options_.recompute) f.output = out;
+  stats_.compute_seconds += seconds_since(start);
+}
+
+// The stage's layers on the micro-batch's input; on the last stage, its weighted loss.
+torch::Tensor PipelineStage::compute(const InFlight& f, std::int64_t rows, const LossFn& loss) {
+  auto out = nn::run_layers(layers_, f.input);
+  if (!is_last()) return out;
+  return loss(out, f.begin, f.count) * (static_cast<double>(f.count) / static_cast<double>(rows));
+}
+
+// 3. Backward.
+void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const LossFn& loss,
+                             const std::function<void(bool)>& before_backward) {
+  torch::Tensor grad;
+  if (!is_last()) {
+    const auto wait_start = Clock::now();
+    grad = link_.recv(stage_ + 1, f.micro);
+    stats_.wait_seconds += seconds_since(wait_start);
+  }
+  const auto start = Clock::now();
+  std::vector<torch::Tensor> kept;  // with recompute: the buffers before the second forward
+  if (options_.recompute) {
+    for (const auto& b : buffers_) kept.push_back(b.detach().clone());
+    const std::string now = generator_state();
+    set_generator_state(f.rng);
+    f.output = compute(f, rows, loss);
+    set_generator_state(now);
+  }
+  before_backward(last);
+  if (is_last())
+    f.output.backward();
+  else
+    torch::autograd::backward({f.output}, {grad});
+  if (options_.recompute) {  // after the backward, which checks that its inputs are unchanged
+    torch::NoGradGuard no_grad;
+    for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(kept[i]);
+  }
+  stats_.compute_seconds += seconds_since(start);
+  if (stage_ > 0) {
+    const auto& g = f.input.grad();
+    link_.send(g.defined() ? g : torch::zeros_like(f.input), stage_ - 1, f.micro);
+  }
+  f.input = f.output = torch::Tensor();
+}
+
+}  // namespace distml::train::pipeline

@@ -1,0 +1,95 @@
+// One rank's stage of a synchronous pipeline (GPipe or 1F1B, schedule.h): it runs its layers
+// on the step's micro-batches in the schedule's order, passing activations forward and their
+// gradients back through StageLink, and leaves in .grad() of its own parameters the gradient
+// of the whole batch's mean loss, the same as one pass of the whole model over the batch.
+//
+// The protocol, step by step:
+//  1. The batch of `rows` samples is cut into m = min(micro_batches, rows) micro-batches whose
+//     sizes differ by at most one (the first rows % m have one more), the same on every stage.
+//  2. Forward of micro-batch i: stage 0 slices its input from the batch; another stage
+//     receives it from the stage before (tag i) and asks for its gradient. The stage's layers
+//     run on it; the output goes to the next stage (tag i), or, on the last stage, into the
+//     loss: the micro-batch's mean loss weighted by its share of the batch (count / rows), so
+//     that the weighted losses add up to the batch's mean loss whatever the sizes.
+//     With recompute, the forward runs without autograd and keeps only the input (and the
+//     generator state, so that dropout draws the same masks again).
+//  3. Backward of micro-batch i: the last stage back-propagates its weighted loss; another
+//     stage receives the gradient of its output from the next stage (tag i) and
+//     back-propagates it. With recompute the forward runs again first, with autograd, and the
+//     layers' buffers are put back afterwards, so BatchNorm's running statistics move once per
+//     micro-batch as without recompute. The input's gradient goes to the stage before.
+//     `before_backward(last)` runs before each backward, with last = true on this stage's last
+//     backward of the step, so a data-parallel strategy over the stage's replicas can
+//     accumulate the earlier ones and communicate during the last (strategy.h).
+//  4. BatchNorm normalises each micro-batch by its own statistics (as torchgpipe does without
+//     deferred batch norm), so with BatchNorm and m > 1 the gradients are those of m smaller
+//     batches, not of the whole batch.
+//  5. The step ends when every send has completed; the last stage's batch loss is broadcast
+//     to every stage.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/nn/layers.h"
+#include "distml/train/pipeline/stage_link.h"
+
+namespace distml::train::pipeline {
+
+struct PipelineOptions {
+  std::string schedule = "1f1b";  // gpipe or 1f1b
+  int micro_batches = 4;
+  bool recompute = false;  // gpipe's activation re-computation
+};
+
+/// What one step cost this stage.
+struct StageStats {
+  double compute_seconds = 0;  // its layers' forwards and backwards (and the loss)
+  double wait_seconds = 0;     // blocked on a neighbour: the bubble, plus transfer time
+  std::size_t bytes_sent = 0;
+  int peak_micro_batches = 0;              // most micro-batches whose activations it held
+  std::int64_t peak_activation_bytes = 0;  // their inputs and outputs at that moment
+};
+
+class PipelineStage {
+ public:
+  /// `comm` has one rank per stage, rank s being stage s; `layers` are this stage's, and
+  /// `tensors` their parameters and buffers (nn::select_modules()).
+  PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> layers,
+                const nn::ModelTensors& tensors, PipelineOptions options);
+
+  /// The mean loss of rows [begin, begin + count) of the batch, from the last layer's output.
+  using LossFn = std::function<torch::Tensor(const torch::Tensor& output, std::int64_t begin,
+                                             std::int64_t count)>;
+  /// One step's forwards and backwards over a batch of `rows` samples. Stage 0 takes `input`
+  /// (the whole batch, rows first), the last stage `loss`; other stages may pass empty ones.
+  /// Returns the batch's mean loss, on every stage.
+  double step(const torch::Tensor& input, std::int64_t rows, const LossFn& loss,
+              const std::function<void(bool last)>& before_backward);
+
+  const StageStats& stats() const { return stats_; }
+  int stage() const { return stage_; }
+  int stages() const { return stages_; }
+
+ private:
+  struct InFlight;  // what a micro-batch's forward leaves for its backward
+  void forward(InFlight& f, const torch::Tensor& input, std::int64_t rows, const LossFn& loss);
+  void backward(InFlight& f, bool last, std::int64_t rows, const LossFn& loss,
+                const std::function<void(bool)>& before_backward);
+  torch::Tensor compute(const InFlight& f, std::int64_t rows, const LossFn& loss);
+  bool is_last() const { return stage_ == stages_ - 1; }
+
+  comm::Communicator& comm_;
+  std::vector<nn::Layer> layers_;
+  std::vector<torch::Tensor> buffers_;  // the layers' buffers (BatchNorm), for recompute
+  PipelineOptions options_;
+  int stage_, stages_;
+  StageLink link_;
+  StageStats stats_;
+};
+
+}  // namespace distml::train::pipeline
