@@ -26,6 +26,25 @@ struct PipelineCase {
   bool recompute = false;
 };
 
+// Float64 throughout. The pipeline computes the same products as the reference, grouped by
+// micro-batch and stage; regrouping a sum of n terms changes it by about n ulps of its
+// magnitude. With n below 1e4 (the widest fan-in times the rows) that is about 1e-12 of the
+// largest gradient; 1e-10 leaves a factor 100 for cancellation, and a wrong micro-batch weight
+// or a missed backward is off by 1e-2 or more.
+inline constexpr double kPipelineTolerance = 1e-10;
+
+// Every schedule at 2, 3 and 4 stages, with 4 and 5 micro-batches (of 12 rows: divided evenly,
+// and not).
+inline std::vector<PipelineCase> pipeline_cases() {
+  std::vector<PipelineCase> cases;
+  for (int stages : {2, 3, 4})
+    for (int micro : {4, 5})  // 12 rows: divided evenly, and not
+      for (const auto& [schedule, recompute] : std::vector<std::pair<std::string, bool>>{
+               {"gpipe", false}, {"1f1b", false}, {"gpipe", true}})
+        cases.push_back({schedule, stages, micro, recompute});
+  return cases;
+}
+
 inline std::string describe(const PipelineCase& c) {
   return c.schedule + (c.recompute ? "+recompute" : "") + " stages " + std::to_string(c.stages) +
          " micro-batches " + std::to_string(c.micro_batches);

@@ -121,13 +121,6 @@ TEST(PipelinePartition, TheUsersListIsChecked) {
   EXPECT_THROW(pipeline::checked_partition({2, 2}, 2, 5), ConfigError);
 }
 
-// Float64 throughout. The pipeline computes the same products as the reference, grouped by
-// micro-batch and stage; regrouping a sum of n terms changes it by about n ulps of its
-// magnitude. With n below 1e4 (the widest fan-in times the rows) that is about 1e-12 of the
-// largest gradient; 1e-10 leaves a factor 100 for cancellation, and a wrong micro-batch weight
-// or a missed backward is off by 1e-2 or more.
-constexpr double kTolerance = 1e-10;
-
 std::function<nn::Model()> builder(nn::ModelOptions options) {
   return [options] {
     torch::manual_seed(1);
@@ -135,16 +128,6 @@ std::function<nn::Model()> builder(nn::ModelOptions options) {
     model.to(torch::kFloat64);
     return model;
   };
-}
-
-std::vector<PipelineCase> every_case() {
-  std::vector<PipelineCase> cases;
-  for (int stages : {2, 3, 4})
-    for (int micro : {4, 5})  // 12 rows: divided evenly, and not
-      for (const auto& [schedule, recompute] : std::vector<std::pair<std::string, bool>>{
-               {"gpipe", false}, {"1f1b", false}, {"gpipe", true}})
-        cases.push_back({schedule, stages, micro, recompute});
-  return cases;
 }
 
 struct PipelineBatch {
@@ -164,15 +147,15 @@ class PipelineGradients : public ::testing::Test {
 // Without BatchNorm, micro-batches change nothing: the gradient of the whole batch's mean loss.
 TEST_F(PipelineGradients, MlpEqualsTheWholeModelOnTheWholeBatch) {
   const auto [x, y] = random_batch(12, 784);
-  for (const auto& c : every_case())
+  for (const auto& c : testing::pipeline_cases())
     testing::expect_pipeline_matches(builder({.name = "mlp", .mlp_layers = {784, 32, 24, 16, 10}}),
-                                     x, y, c, 1, kTolerance);
+                                     x, y, c, 1, testing::kPipelineTolerance);
 }
 
 TEST_F(PipelineGradients, LeNet5EqualsTheWholeModelOnTheWholeBatch) {
   const auto [x, y] = random_batch(12, 784);
-  for (const auto& c : every_case())
-    testing::expect_pipeline_matches(builder({.name = "lenet5"}), x, y, c, 1, kTolerance);
+  for (const auto& c : testing::pipeline_cases())
+    testing::expect_pipeline_matches(builder({.name = "lenet5"}), x, y, c, 1, testing::kPipelineTolerance);
 }
 
 // BatchNorm normalises each micro-batch by its own statistics (as torchgpipe): the reference
@@ -180,9 +163,9 @@ TEST_F(PipelineGradients, LeNet5EqualsTheWholeModelOnTheWholeBatch) {
 // micro-batch, with or without re-computation.
 TEST_F(PipelineGradients, ResNet20EqualsTheWholeModelOnTheSameMicroBatches) {
   const auto [x, y] = random_batch(12, 64);
-  for (const auto& c : every_case())
+  for (const auto& c : testing::pipeline_cases())
     testing::expect_pipeline_matches(builder({.name = "resnet20", .image_size = 8}), x, y, c,
-                                     c.micro_batches, kTolerance);
+                                     c.micro_batches, testing::kPipelineTolerance);
 }
 
 TEST(PipelineLayers, AModelThatIsNoSequenceIsRefused) {

@@ -104,6 +104,11 @@ def main():
     script(Linear(8, 1), f"{out}/linear8.pt")
     script(DropoutMlp(28 * 28, 10), f"{out}/dropout_mlp.pt")
     script(HuberLossModel(8), f"{out}/huber8.pt")
+    # Sequences of layers that a pipeline cuts at the top level.
+    script(nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 32), nn.BatchNorm1d(32), nn.ReLU(),
+                         nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10)), f"{out}/seq_bn.pt")
+    script(nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 32), nn.ReLU(), nn.Dropout(0.5),
+                         nn.Linear(32, 10)), f"{out}/seq_dropout.pt")
 
     rng = np.random.default_rng(0)
     # Images whose class is their first pixel's decile, as the trainer tests' synthetic data.

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "../train/pipeline_fixture.h"
 #include "../train/trainer_fixture.h"
 
 namespace distml::train::testing {
@@ -85,6 +86,47 @@ TEST(TorchScriptModel, MissingOrBadFileIsADataErrorNamingIt) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("images.npz"), std::string::npos) << e.what();
   }
+}
+
+std::function<nn::Model()> script_builder(const std::string& file) {
+  return [file] {
+    auto model = nn::make_model({.name = "torchscript", .path = user_model(file)});
+    model.to(torch::kFloat64);
+    return model;
+  };
+}
+
+std::pair<torch::Tensor, torch::Tensor> images(std::int64_t rows) {
+  auto gen = torch::make_generator<at::CPUGeneratorImpl>(6);
+  return {torch::rand({rows, 28, 28}, gen, torch::kFloat64), torch::randint(0, 10, {rows}, gen)};
+}
+
+// A scripted nn.Sequential (Flatten, Linear, BatchNorm1d, ReLU, ...) cut at its top level: the
+// same check as the built-in models' (tests/train/pipeline_test.cc), on the same micro-batches
+// because of the BatchNorm.
+TEST(TorchScriptPipeline, SequentialEqualsTheWholeModelOnTheSameMicroBatches) {
+  torch::set_num_threads(1);
+  const auto [x, y] = images(12);
+  for (const auto& c : pipeline_cases())
+    expect_pipeline_matches(script_builder("seq_bn.pt"), x, y, c, c.micro_batches,
+                            kPipelineTolerance);
+}
+
+// Re-computation replays the generator, so dropout draws the same masks in the second forward
+// as in the first: the gradients equal those without re-computation bit for bit (one stage,
+// so one thread draws).
+TEST(TorchScriptPipeline, RecomputationDrawsTheSameDropoutMasks) {
+  torch::set_num_threads(1);
+  const auto [x, y] = images(12);
+  std::vector<Named> grads;
+  for (bool recompute : {false, true}) {
+    std::vector<nn::Model> models = {script_builder("seq_dropout.pt")()};
+    torch::manual_seed(9);
+    grads.push_back(pipeline_step(models, x, y, {"gpipe", 1, 4, recompute})[0].grads);
+  }
+  ASSERT_FALSE(grads[0].empty());
+  for (const auto& [name, g] : grads[0])
+    EXPECT_TRUE(torch::equal(g, grads[1].at(name))) << name;
 }
 
 }  // namespace

@@ -136,7 +136,7 @@ void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const Lo
   before_backward(last);
   if (is_last())
     f.output.backward();
-  else
+  else if (f.output.requires_grad())  // not so only on a first stage without parameters
     torch::autograd::backward({f.output}, {grad});
   if (options_.recompute) {  // after the backward, which checks that its inputs are unchanged
     torch::NoGradGuard no_grad;
