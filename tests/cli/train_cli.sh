@@ -5,6 +5,8 @@
 #   resume ENGINE NP        4 steps, then --resume for 4 more == 8 steps straight
 #   bad-input               each bad input is a clear error with exit code 2
 #   strategies ENGINE NP    every strategy trains to a done line with agreeing replicas
+#   pipeline ENGINE         2 stages x 2 replicas equal 2 plain replicas; each schedule runs;
+#                           a grid that does not fit the ranks is refused
 set -uo pipefail
 distml=$1 scenario=$2
 shift 2
@@ -125,6 +127,40 @@ PY
       [[ $(field "$out" steps) == 8 ]] || fail "strategy $s: $out"
       echo "ok: $s: $out"
     done
+    ;;
+  pipeline)
+    engine=$1
+    run() { "$distml" train --config "$dir/lenet.toml" --engine "$engine" --json \
+      --set train.dtype=float64 "$@" | tail -n 1; }
+    plain=$(run --np 2) || fail "plain data parallelism failed: $plain"
+    for s in gpipe 1f1b "gpipe --set parallel.recompute=true"; do
+      # shellcheck disable=SC2086  # a word list on purpose
+      out=$(run --np 4 --set parallel.pipeline_stages=2 --set parallel.micro_batches=3 \
+        --set parallel.schedule=$s) || fail "schedule $s failed: $out"
+      # lenet5 has no BatchNorm: the stages' micro-batches give the whole batch's gradient, so
+      # the run follows plain data parallelism on the same global batch (2 replicas x 16) up to
+      # float64 rounding, about 1e-15 of the loss per step; 1e-9 leaves a wide margin, while
+      # one micro-batch weighted wrong moves the loss by 1e-3 or more.
+      "$python" - "$plain" "$out" <<'PY' || fail "schedule $s differs from plain data parallelism"
+import json, sys
+plain, piped = (json.loads(a) for a in sys.argv[1:])
+p = piped["pipeline"]
+assert piped["steps"] == 8 and p["stages"] == 2 and p["replicas"] == 2, piped
+assert [s["stage"] for s in p["per_stage"]] == [0, 1], p
+assert sum(s["layers"] for s in p["per_stage"]) == 5, p
+assert all(s["compute_s"] > 0 and s["bytes_sent"] > 0 for s in p["per_stage"]), p
+rel = abs(piped["test_loss"] - plain["test_loss"]) / plain["test_loss"]
+assert rel < 1e-9, (rel, plain["test_loss"], piped["test_loss"])
+print("ok:", p["schedule"], "test_loss", piped["test_loss"], "vs", plain["test_loss"], rel)
+PY
+    done
+    expect 2 "parallel.pipeline_stages = 2 does not divide the 3 ranks" \
+      "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 3 \
+      --set parallel.pipeline_stages=2
+    expect 2 "char_lstm' is not a sequence of layers" \
+      "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
+      --set parallel.pipeline_stages=2 --set model.name=char_lstm --set data.dataset=text \
+      --set data.path="\"$here/cli_lib.sh\""
     ;;
   *) fail "unknown scenario $scenario" ;;
 esac

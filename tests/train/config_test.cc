@@ -232,7 +232,7 @@ TEST(Config, UnknownSectionSuggestsOrListsTheSections) {
             "x.toml: unknown section 'trian'; did you mean 'train'?");
   EXPECT_EQ(config_error("[logging]\nlevel = 1\n"),
             "x.toml: unknown section 'logging'; valid sections: data, model, optim, train, "
-            "strategy");
+            "strategy, parallel");
   EXPECT_EQ(config_error("train = 3\n"), "x.toml: 'train' must be a section [train], got 3");
 }
 
@@ -329,11 +329,34 @@ TEST(ConfigCanonicalText, ParsesBackToTheSameText) {
   EXPECT_EQ(canonical_text(TrainConfig{}), canonical_text(parse_config(canonical_text({}), "d")));
 }
 
+TEST(Config, PipelineKeys) {
+  EXPECT_TRUE(
+      parse_config("[parallel]\npartition = \"balanced\"\n", "x").parallel.partition.empty());
+  const auto c = parse_config("[parallel]\npipeline_stages = 2\npartition = [2, 3]\n", "x");
+  EXPECT_EQ(c.parallel.partition, (std::vector<std::int64_t>{2, 3}));
+  EXPECT_EQ(parse_config(canonical_text(c), "x").parallel.partition, c.parallel.partition);
+  EXPECT_EQ(
+      config_error("[parallel]\npartition = \"even\"\n"),
+      "x.toml: key 'parallel.partition' must be \"balanced\" or an array of layer counts >= 1, one "
+      "per stage, got \"even\"");
+  EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\npartition = [5]\n"),
+            "x.toml: parallel.partition lists 1 layer counts for parallel.pipeline_stages = 2");
+  EXPECT_EQ(config_error("[parallel]\nrecompute = true\n"),
+            "x.toml: parallel.recompute re-computes gpipe's activations; set "
+            "parallel.schedule = \"gpipe\"");
+  EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\n", {"strategy.name=ps"}),
+            "--set strategy.name=ps: strategy.name = \"ps\" does not combine with pipeline "
+            "stages (parallel.pipeline_stages = 2) yet");
+  EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\n[train]\naccumulate = 2\n"),
+            "x.toml: train.accumulate (use parallel.micro_batches) does not combine with "
+            "pipeline stages (parallel.pipeline_stages = 2) yet");
+}
+
 TEST(ConfigKeys, NameEveryKeyOnceSectionBySection) {
   const std::vector<std::string>& keys = config_keys();
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), keys.size());
   EXPECT_EQ(keys.front(), "data.dataset");
-  EXPECT_EQ(keys.back(), "strategy.staleness");
+  EXPECT_EQ(keys.back(), "parallel.partition");
   EXPECT_NE(std::find(keys.begin(), keys.end(), "train.export"), keys.end());
   EXPECT_NE(std::find(keys.begin(), keys.end(), "optim.scale_lr"), keys.end());
 }

@@ -15,7 +15,7 @@
 
 #include "distml/comm/local/local_world.h"
 #include "distml/nn/model_registry.h"
-#include "distml/train/pipeline/partition.h"
+#include "distml/train/pipeline/grid.h"
 #include "distml/train/pipeline/pipeline_stage.h"
 
 namespace distml::train::testing {
@@ -97,23 +97,10 @@ inline std::vector<StepResult> pipeline_step(std::vector<nn::Model>& models, con
   comm::local::run_ranks(c.stages, options, [&](comm::Communicator& comm) {
     try {
       auto& model = models[comm.rank()];
-      const auto layers = model.layers();
-      const auto all = model.tensors();
-      std::vector<double> costs;
-      for (const auto& layer : layers) {
-        double n = 0;
-        for (const auto& p : nn::select_modules(all, layer.modules).parameters) n += p.numel();
-        costs.push_back(n);
-      }
-      const auto bounds = pipeline::stage_bounds(pipeline::balanced_partition(costs, c.stages));
-      const std::vector<nn::Layer> mine(layers.begin() + bounds[comm.rank()],
-                                        layers.begin() + bounds[comm.rank() + 1]);
-      std::vector<std::string> modules;
-      for (const auto& layer : mine)
-        modules.insert(modules.end(), layer.modules.begin(), layer.modules.end());
-      const auto tensors = nn::select_modules(all, modules);
+      const auto part = pipeline::cut_model(model, {}, c.stages, comm.rank());
+      const auto& tensors = part.own;
       pipeline::PipelineStage stage(
-          comm, mine, tensors,
+          comm, part.layers, tensors,
           {.schedule = c.schedule, .micro_batches = c.micro_batches, .recompute = c.recompute});
       const double loss = stage.step(
           x, x.size(0),

@@ -125,8 +125,7 @@ TEST(TorchScriptPipeline, RecomputationDrawsTheSameDropoutMasks) {
     grads.push_back(pipeline_step(models, x, y, {"gpipe", 1, 4, recompute})[0].grads);
   }
   ASSERT_FALSE(grads[0].empty());
-  for (const auto& [name, g] : grads[0])
-    EXPECT_TRUE(torch::equal(g, grads[1].at(name))) << name;
+  for (const auto& [name, g] : grads[0]) EXPECT_TRUE(torch::equal(g, grads[1].at(name))) << name;
 }
 
 }  // namespace

@@ -19,6 +19,24 @@ const std::vector<std::string>& strategy_names() {
   return names;
 }
 
+// parallel.partition: "balanced" (by parameter count), or the layer count of each stage.
+config::KeySpec<TrainConfig> partition_key() {
+  auto spec = config::Keys<TrainConfig>::int_list_key("parallel", "partition", 1, 1,
+                                                      CONFIG_FIELD(parallel.partition));
+  spec.expected = "\"balanced\" or an array of layer counts >= 1, one per stage";
+  spec.assign = [list = spec.assign](const toml::node& node, TrainConfig& c) {
+    if (node.value_exact<std::string>() == "balanced") {
+      c.parallel.partition.clear();
+      return true;
+    }
+    return list(node, c);
+  };
+  spec.print = [list = spec.print](const TrainConfig& c) {
+    return c.parallel.partition.empty() ? std::string("\"balanced\"") : list(c);
+  };
+  return spec;
+}
+
 // Every key in canonical order. The ranges are what the code that reads each value needs; the
 // cross-key rules are in check_consistency().
 std::vector<config::KeySpec<TrainConfig>> key_specs() {
@@ -96,6 +114,12 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("strategy", "servers", 1, CONFIG_FIELD(strategy.servers)),
       K::choice_key("strategy", "mode", {"bsp", "asp", "ssp"}, CONFIG_FIELD(strategy.mode)),
       K::int_key("strategy", "staleness", 0, CONFIG_FIELD(strategy.staleness)),
+
+      K::int_key("parallel", "pipeline_stages", 1, CONFIG_FIELD(parallel.pipeline_stages)),
+      K::int_key("parallel", "micro_batches", 1, CONFIG_FIELD(parallel.micro_batches)),
+      K::choice_key("parallel", "schedule", {"gpipe", "1f1b"}, CONFIG_FIELD(parallel.schedule)),
+      K::bool_key("parallel", "recompute", CONFIG_FIELD(parallel.recompute)),
+      partition_key(),
   };
 }
 
@@ -103,6 +127,32 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
 const config::Schema<TrainConfig>& schema() {
   static const config::Schema<TrainConfig> schema(key_specs(), "train.epochs");
   return schema;
+}
+
+// What a pipeline (parallel.pipeline_stages > 1) does not combine with yet.
+void check_pipeline(const TrainConfig& c) {
+  const auto& p = c.parallel;
+  if (p.recompute && p.schedule != "gpipe")
+    throw ConfigError(cat(c.origin("parallel.recompute"),
+                          ": parallel.recompute re-computes gpipe's activations; set "
+                          "parallel.schedule = \"gpipe\""));
+  if (p.pipeline_stages == 1) return;
+  const auto refuse = [&](const std::string& key, const std::string& what) {
+    throw ConfigError(cat(c.origin(key), ": ", what, " does not combine with pipeline stages ",
+                          "(parallel.pipeline_stages = ", p.pipeline_stages, ") yet"));
+  };
+  const std::string& s = c.strategy.name;
+  if (s == "ps" || (s == "easgd" && c.strategy.asynchronous))
+    refuse("strategy.name", cat("strategy.name = \"", s, "\"", s == "ps" ? "" : " (asynchronous)"));
+  if (c.train.accumulate > 1)
+    refuse("train.accumulate", "train.accumulate (use parallel.micro_batches)");
+  if (c.train.clip_grad_norm > 0) refuse("train.clip_grad_norm", "train.clip_grad_norm");
+  if (!c.train.checkpoint_dir.empty()) refuse("train.checkpoint_dir", "a checkpoint");
+  if (c.train.loss == "model") refuse("train.loss", "train.loss = \"model\"");
+  if (!p.partition.empty() && static_cast<std::int64_t>(p.partition.size()) != p.pipeline_stages)
+    throw ConfigError(cat(c.origin("parallel.partition"), ": parallel.partition lists ",
+                          p.partition.size(),
+                          " layer counts for parallel.pipeline_stages = ", p.pipeline_stages));
 }
 
 // Rules that involve more than one key; checked once the file and every override are in.
@@ -121,6 +171,7 @@ void check_consistency(const TrainConfig& c) {
     throw ConfigError(cat(c.origin("strategy.stage"),
                           ": strategy.stage: expected 1 or 2 (ZeRO stages), got ",
                           c.strategy.stage));
+  check_pipeline(c);
 }
 
 }  // namespace

@@ -65,6 +65,16 @@ struct StrategyConfig {
   std::int64_t staleness = 3;            // ps, ssp: steps a worker may run ahead
 };
 
+/// Model and pipeline parallelism (train/pipeline/): the world is a grid of
+/// world / pipeline_stages data-parallel replicas of a pipeline of pipeline_stages ranks.
+struct ParallelConfig {
+  std::int64_t pipeline_stages = 1;       // 1: no pipeline
+  std::int64_t micro_batches = 4;         // per step, per replica
+  std::string schedule = "1f1b";          // gpipe | 1f1b
+  bool recompute = false;                 // gpipe: re-compute activations in the backward
+  std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters
+};
+
 struct TrainConfig {
   std::string source = "<defaults>";  // the file it was read from, for messages
   /// Per key of config_keys(): the file or "--set section.key=value" that set it last, empty
@@ -80,6 +90,7 @@ struct TrainConfig {
   bool scale_lr = false;  // optim.scale_lr: linear scaling rule, lr x world size
   TrainLoopConfig train;
   StrategyConfig strategy;
+  ParallelConfig parallel;
 };
 
 /// Reads `path` (TOML), then applies each "section.key=value" of `overrides` in order (the

@@ -98,28 +98,35 @@ torch::Tensor Objective::target(const Rows& rows) const {
   return torch::from_blob(const_cast<float*>(rows.targets), shape, torch::kFloat32).to(dtype_);
 }
 
+torch::Tensor Objective::model_input(const Rows& rows) const {
+  if (kind_ != TaskKind::language_model) return input(rows);
+  return input(rows).to(torch::kInt64).narrow(1, 0, feature_dim_ - 1);  // predicts the rest
+}
+
 Objective::Output Objective::evaluate(nn::Model& model, const Rows& rows, bool mean) const {
+  if (loss_ != "model") return score(model.forward(model_input(rows)), rows, mean);
+  Output out;
+  out.target = target(rows);
+  out.loss = model.forward_loss(input(rows), out.target);
+  if (out.loss.numel() != 1)
+    throw DataError(cat("the TorchScript model's forward(x, y) returned a tensor of shape ",
+                        shape_text(out.loss.sizes().vec()), "; it must return a scalar loss"));
+  if (!mean) out.loss = out.loss.reshape({}) * static_cast<double>(rows.count);
+  return out;
+}
+
+Objective::Output Objective::score(const torch::Tensor& prediction, const Rows& rows,
+                                   bool mean) const {
   const auto reduction = mean ? torch::Reduction::Mean : torch::Reduction::Sum;
   Output out;
   if (kind_ == TaskKind::language_model) {
-    auto ids = input(rows).to(torch::kInt64);
-    out.target = ids.narrow(1, 1, feature_dim_ - 1).reshape(-1);
-    out.prediction =
-        model.forward(ids.narrow(1, 0, feature_dim_ - 1)).reshape({out.target.size(0), -1});
+    out.target = input(rows).to(torch::kInt64).narrow(1, 1, feature_dim_ - 1).reshape(-1);
+    out.prediction = prediction.reshape({out.target.size(0), -1});
     out.loss = torch::cross_entropy_loss(out.prediction, out.target, {}, reduction);
     return out;
   }
-  const auto x = input(rows);
   out.target = target(rows);
-  if (loss_ == "model") {
-    out.loss = model.forward_loss(x, out.target);
-    if (out.loss.numel() != 1)
-      throw DataError(cat("the TorchScript model's forward(x, y) returned a tensor of shape ",
-                          shape_text(out.loss.sizes().vec()), "; it must return a scalar loss"));
-    if (!mean) out.loss = out.loss.reshape({}) * static_cast<double>(rows.count);
-    return out;
-  }
-  out.prediction = model.forward(x);
+  out.prediction = prediction;
   if (loss_ == "cross_entropy") {
     out.prediction = out.prediction.reshape({rows.count, -1});
     out.loss = torch::cross_entropy_loss(out.prediction, out.target, {}, reduction);
@@ -135,6 +142,10 @@ Objective::Output Objective::evaluate(nn::Model& model, const Rows& rows, bool m
                             : torch::binary_cross_entropy_with_logits(out.prediction, out.target,
                                                                       {}, {}, reduction);
   return out;
+}
+
+torch::Tensor Objective::mean_loss_of(const torch::Tensor& prediction, const Rows& rows) const {
+  return score(prediction, rows, true).loss;
 }
 
 torch::Tensor Objective::mean_loss(nn::Model& model, const Rows& rows) const {

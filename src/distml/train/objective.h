@@ -48,6 +48,11 @@ class Objective {
 
   /// The mean loss of the rows, for training.
   torch::Tensor mean_loss(nn::Model& model, const Rows& rows) const;
+  /// The same in two halves, for a pipeline whose first stage takes the input and whose last
+  /// stage has the prediction (not for train.loss = "model"): what the model's forward takes
+  /// for the rows, and the mean loss of its prediction for them.
+  torch::Tensor model_input(const Rows& rows) const;
+  torch::Tensor mean_loss_of(const torch::Tensor& prediction, const Rows& rows) const;
 
   /// Collective-ready sums of an evaluation: add each test chunk, all-reduce (sum) the
   /// vector, then read the metrics from it.
@@ -65,6 +70,7 @@ class Objective {
     torch::Tensor prediction, target;  // what the metrics compare
   };
   Output evaluate(nn::Model& model, const Rows& rows, bool mean) const;
+  Output score(const torch::Tensor& prediction, const Rows& rows, bool mean) const;
   torch::Tensor input(const Rows& rows) const;
   torch::Tensor target(const Rows& rows) const;
 

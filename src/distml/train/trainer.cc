@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "distml/comm/block_range.h"
@@ -17,6 +18,8 @@
 #include "distml/train/checkpoint_exchange.h"
 #include "distml/train/model_export.h"
 #include "distml/train/optimizer_factory.h"
+#include "distml/train/pipeline/grid.h"
+#include "distml/train/pipeline/pipeline_stage.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/strategy_factory.h"
 
@@ -94,14 +97,21 @@ void check_same_config(const TrainConfig& config, comm::Communicator& comm) {
                           "the same --config file and --set options"));
 }
 
-// The strategy, once every rank is known to run the same configuration.
-std::unique_ptr<Strategy> agreed_strategy(const TrainConfig& config, comm::Communicator& world) {
+// Collective: checks that every rank runs the same configuration, then forms the grid of
+// pipeline stages when the model is cut (parallel.pipeline_stages > 1).
+std::optional<pipeline::Grid> agreed_grid(const TrainConfig& config, comm::Communicator& world) {
   check_same_config(config, world);
   if (config.train.slow_rank >= world.size())
     throw ConfigError(cat(config.origin("train.slow_rank"),
                           ": train.slow_rank = ", config.train.slow_rank,
                           " is not a rank of this run (0 to ", world.size() - 1, ")"));
-  return make_strategy(config, world);
+  const auto stages = static_cast<int>(config.parallel.pipeline_stages);
+  if (stages == 1) return std::nullopt;
+  if (world.size() % stages != 0)
+    throw ConfigError(cat(config.origin("parallel.pipeline_stages"),
+                          ": parallel.pipeline_stages = ", stages, " does not divide the ",
+                          world.size(), " ranks of this run (they form replicas x stages)"));
+  return pipeline::make_grid(world, stages);
 }
 
 // The rows this rank trains and evaluates on: all of them, or for data read in part (npz)
@@ -134,27 +144,47 @@ struct Trainer::State {
   TrainConfig config;
   comm::Communicator& world;  // every rank of the run
   nn::Model model;
-  std::unique_ptr<Strategy> strategy;
-  comm::Communicator& comm;  // the ranks that train (all of them but a parameter server's)
+  std::optional<pipeline::Grid> grid;          // with pipeline stages
+  std::optional<pipeline::StageOfModel> part;  // then: this stage's layers
+  std::unique_ptr<pipeline::PipelineStage> stage;
+  std::unique_ptr<Strategy> strategy;  // among the replicas (of this stage, in a pipeline)
+  comm::Communicator& comm;  // the ranks that train (all of them but a parameter server's; in a
+                             // pipeline, this stage in every replica)
   TaskData own_rows;         // this rank's rows, for data read in part
   const TaskData& data;      // the rows this rank uses: `own_rows` or the shared data
   data::ShardedSampler sampler;
   Objective objective;
   double base_lr;
-  std::unique_ptr<torch::optim::Optimizer> optimizer;
+  std::unique_ptr<torch::optim::Optimizer> optimizer;  // over what this rank trains
+  pipeline::StageStats stage_totals;  // summed over the run's steps (peaks: the largest)
   std::int64_t global_step = 0;
 
   State(const TrainConfig& c, comm::Communicator& world, const TaskData& d)
       : config(c),
         world(world),
         model(seeded_model(model_options(c, d), c.train.seed, scalar_type(c.train.dtype))),
-        strategy(agreed_strategy(c, world)),
-        comm(strategy->training_comm() ? *strategy->training_comm() : world),
+        grid(agreed_grid(c, world)),
+        part(grid ? std::optional(
+                        pipeline::cut_model(model, c.parallel.partition, grid->stages, grid->stage))
+                  : std::nullopt),
+        stage(grid ? std::make_unique<pipeline::PipelineStage>(
+                         *grid->pipeline, part->layers, part->own,
+                         pipeline::PipelineOptions{
+                             .schedule = c.parallel.schedule,
+                             .micro_batches = static_cast<int>(c.parallel.micro_batches),
+                             .recompute = c.parallel.recompute})
+                   : nullptr),
+        strategy(make_strategy(c, grid ? *grid->peers : world)),
+        comm(strategy->training_comm() ? *strategy->training_comm()
+                                       : (grid ? *grid->peers : world)),
         data(rows_for(d, *strategy, comm, own_rows)),
         sampler(sampler_for(data, c, comm)),
         objective(c, d, model),
         base_lr(c.scale_lr ? linearly_scaled_lr(c.optim.lr, comm.size()) : c.optim.lr),
-        optimizer(make_optimizer(model.parameters(), c.optim)) {}
+        optimizer(make_optimizer(part ? part->own.parameters : model.parameters(), c.optim)) {}
+
+  // What the strategy keeps consistent among the replicas: the model, or this stage of it.
+  nn::ModelTensors trained_tensors() const { return part ? part->own : model.tensors(); }
 
   std::int64_t total_steps() const {
     return config.train.max_steps > 0
@@ -164,6 +194,7 @@ struct Trainer::State {
 
   // One optimizer step on this rank's batch; returns its mean loss.
   double step(const data::Batch& batch) {
+    if (stage) return pipeline_step(batch);
     const std::int64_t micro = config.train.batch_size, k = config.train.accumulate;
     const auto compute_start = Clock::now();
     optimizer->zero_grad();
@@ -184,6 +215,62 @@ struct Trainer::State {
     return loss_sum;
   }
 
+  // The same through this rank's pipeline stage: the stage's micro-batches replace
+  // train.accumulate, and the strategy communicates during the stage's last backward.
+  double pipeline_step(const data::Batch& batch) {
+    optimizer->zero_grad();
+    const auto rows = static_cast<std::int64_t>(batch.size);
+    const auto input =
+        stage->stage() == 0 ? objective.model_input(rows_of(batch, 0, rows)) : torch::Tensor();
+    const double loss = stage->step(
+        input, rows,
+        [&](const torch::Tensor& out, std::int64_t begin, std::int64_t count) {
+          return objective.mean_loss_of(out, rows_of(batch, begin, count));
+        },
+        [&](bool last) { strategy->before_backward(last); });
+    add_stage_stats(stage->stats());
+    strategy->before_optimizer_step();
+    strategy->optimizer_step(*optimizer);
+    strategy->after_optimizer_step(*optimizer, global_step + 1);
+    return loss;
+  }
+
+  void add_stage_stats(const pipeline::StageStats& s) {
+    auto& t = stage_totals;
+    t.compute_seconds += s.compute_seconds;
+    t.wait_seconds += s.wait_seconds;
+    t.bytes_sent += s.bytes_sent;
+    t.peak_micro_batches = std::max(t.peak_micro_batches, s.peak_micro_batches);
+    t.peak_activation_bytes = std::max(t.peak_activation_bytes, s.peak_activation_bytes);
+  }
+
+  // Collective over the pipeline: every stage's totals, for the done line.
+  nlohmann::json pipeline_report() {
+    const auto& t = stage_totals;
+    std::vector<double> mine = {
+        t.compute_seconds, t.wait_seconds, static_cast<double>(t.bytes_sent),
+        static_cast<double>(t.peak_micro_batches), static_cast<double>(t.peak_activation_bytes)};
+    std::vector<double> all(mine.size() * grid->stages);
+    grid->pipeline->allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
+                              comm::Buffer{all.data(), all.size(), comm::DType::f64});
+    nlohmann::json stages = nlohmann::json::array();
+    for (int s = 0; s < grid->stages; ++s) {
+      const double* v = &all[s * mine.size()];
+      stages.push_back({{"stage", s},
+                        {"layers", part->layer_counts[s]},
+                        {"compute_s", v[0]},
+                        {"wait_s", v[1]},
+                        {"bytes_sent", v[2]},
+                        {"peak_micro_batches", v[3]},
+                        {"peak_activation_bytes", v[4]}});
+    }
+    return {{"stages", grid->stages},
+            {"replicas", grid->replicas},
+            {"schedule", config.parallel.schedule},
+            {"micro_batches", config.parallel.micro_batches},
+            {"per_stage", stages}};
+  }
+
   // Straggler experiments: this rank's compute takes slow_factor times as long.
   void straggle(double compute_s) const {
     const double extra = (config.train.slow_factor - 1) * compute_s;
@@ -192,9 +279,12 @@ struct Trainer::State {
 
   // Collective: one model on every rank (the strategy's reconcile, BatchNorm statistics
   // averaged), before it is evaluated, saved or exported.
+  // In a pipeline each rank then receives the other stages' tensors: every rank holds the
+  // whole model.
   void consolidate() {
     strategy->reconcile(*optimizer);
-    agree_on_buffers(model.tensors().buffers, comm);  // BatchNorm statistics: see the header
+    agree_on_buffers(trained_tensors().buffers, comm);  // BatchNorm statistics: see the header
+    if (part) share_stages(*part, *grid->pipeline);
   }
 
   EvalMetrics evaluate() {
@@ -235,7 +325,9 @@ struct Trainer::State {
     const auto ranks = gather_rank_states({generator_state(), strategy->save_state()}, comm);
     write_on_rank0(
         checkpoint_path(config.train.checkpoint_dir),
-        [&] { return encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config); },
+        [&] {
+          return encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config);
+        },
         comm);
   }
 
@@ -254,7 +346,7 @@ Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const Task
     : s_(std::make_unique<State>(config, comm, data)) {
   torch::set_num_threads(static_cast<int>(config.train.threads));
   if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
-  s_->strategy->setup(s_->model.tensors());
+  s_->strategy->setup(s_->trained_tensors());
 }
 
 Trainer::~Trainer() = default;
@@ -280,7 +372,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     return served;
   }
   const auto& t = s.config.train;
-  const bool reporter = s.comm.rank() == 0;
+  const bool reporter = (s.grid ? s.world.rank() : s.comm.rank()) == 0;
   const std::int64_t total = s.total_steps();
   const std::int64_t samples_per_step = t.batch_size * t.accumulate * s.comm.size();
   ScheduleOptions schedule = s.config.schedule;
@@ -373,9 +465,10 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
 
   if (!t.checkpoint_dir.empty()) checkpoint();
   result.test = s.evaluate();  // also consolidates the replicas, before the export
-  result.param_checksum = check_replicas_agree(s.model.tensors(), s.comm);
+  result.param_checksum = check_replicas_agree(s.model.tensors(), s.grid ? s.world : s.comm);
   s.strategy->finish();
   result.strategy_report = s.strategy->report();
+  if (s.grid) result.strategy_report["pipeline"] = s.pipeline_report();
   // Last, after every collective: a failure here cannot leave other ranks waiting.
   if (reporter) export_model(s.model, s.config.train.export_path, s.config.train.export_module);
   result.global_step = s.global_step;

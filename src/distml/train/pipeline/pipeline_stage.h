@@ -52,7 +52,8 @@ struct StageStats {
   double wait_seconds = 0;     // blocked on a neighbour: the bubble, plus transfer time
   std::size_t bytes_sent = 0;
   int peak_micro_batches = 0;              // most micro-batches whose activations it held
-  std::int64_t peak_activation_bytes = 0;  // their inputs and outputs at that moment
+  std::int64_t peak_activation_bytes = 0;  // their inputs and outputs then (the tensors at the
+                                           // stage's edges, not autograd's intermediates)
 };
 
 class PipelineStage {

@@ -1,0 +1,57 @@
+#include "distml/train/pipeline/grid.h"
+
+#include "distml/core/error.h"
+#include "distml/train/pipeline/partition.h"
+#include "distml/train/tensor_buffer.h"
+
+namespace distml::train::pipeline {
+
+Grid make_grid(comm::Communicator& world, int stages) {
+  DML_CHECK(stages >= 1 && world.size() % stages == 0, stages, " stages do not divide ",
+            world.size(), " ranks");
+  Grid g;
+  g.stages = stages;
+  g.replicas = world.size() / stages;
+  g.replica = world.rank() / stages;
+  g.stage = world.rank() % stages;
+  g.pipeline = world.split(g.replica, g.stage);
+  g.peers = world.split(g.stage, g.replica);
+  return g;
+}
+
+StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& counts, int stages,
+                       int stage) {
+  const auto layers = model.layers();
+  const auto all = model.tensors();
+  std::vector<double> sizes;  // parameters per layer
+  for (const auto& layer : layers) {
+    double n = 0;
+    for (const auto& p : nn::select_modules(all, layer.modules).parameters)
+      n += static_cast<double>(p.numel());
+    sizes.push_back(n);
+  }
+  StageOfModel part;
+  part.layer_counts = counts.empty()
+                          ? balanced_partition(sizes, stages)
+                          : checked_partition(counts, stages, static_cast<int>(layers.size()));
+  const auto bounds = stage_bounds(part.layer_counts);
+  for (int s = 0; s < stages; ++s) {
+    std::vector<std::string> modules;
+    for (int l = bounds[s]; l < bounds[s + 1]; ++l)
+      modules.insert(modules.end(), layers[l].modules.begin(), layers[l].modules.end());
+    part.stages.push_back(nn::select_modules(all, modules));
+  }
+  part.layers.assign(layers.begin() + bounds[stage], layers.begin() + bounds[stage + 1]);
+  part.own = part.stages[stage];
+  return part;
+}
+
+void share_stages(const StageOfModel& part, comm::Communicator& pipeline) {
+  torch::NoGradGuard no_grad;
+  for (int s = 0; s < static_cast<int>(part.stages.size()); ++s) {
+    for (const auto& p : part.stages[s].parameters) pipeline.broadcast(buffer_of(p), s);
+    for (const auto& b : part.stages[s].buffers) pipeline.broadcast(buffer_of(b), s);
+  }
+}
+
+}  // namespace distml::train::pipeline

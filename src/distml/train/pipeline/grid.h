@@ -1,0 +1,44 @@
+// Where a rank stands when the model is cut into pipeline stages: the grid of ranks (data
+// replicas x stages), and the part of the model that its stage runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/nn/model_registry.h"
+
+namespace distml::train::pipeline {
+
+/// The world as `replicas` pipelines of `stages` ranks each: rank = replica x stages + stage,
+/// so a pipeline's stages are neighbouring ranks (on one host, when hosts hold consecutive
+/// ranks).
+struct Grid {
+  int replicas = 1, stages = 1, replica = 0, stage = 0;
+  std::unique_ptr<comm::Communicator> pipeline;  // this replica's stages; its rank = stage
+  std::unique_ptr<comm::Communicator> peers;     // this stage in every replica; rank = replica
+};
+
+/// Collective over `world`, whose size must be a multiple of `stages`.
+Grid make_grid(comm::Communicator& world, int stages);
+
+/// One stage's part of a model.
+struct StageOfModel {
+  std::vector<nn::Layer> layers;         // this stage's, in order
+  nn::ModelTensors own;                  // their parameters and buffers
+  std::vector<nn::ModelTensors> stages;  // every stage's
+  std::vector<int> layer_counts;         // layers per stage
+};
+
+/// Cuts `model` into `stages` by the layer `counts` (empty: balanced by parameter count) and
+/// returns stage `stage`'s part. ConfigError when the model is not a sequence of layers, or the
+/// counts do not fit it.
+StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& counts, int stages,
+                       int stage);
+
+/// Collective over the pipeline: each stage broadcasts its tensors, so that every rank holds
+/// the whole current model (for evaluation, export and the replica check).
+void share_stages(const StageOfModel& part, comm::Communicator& pipeline);
+
+}  // namespace distml::train::pipeline
