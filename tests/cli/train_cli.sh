@@ -7,6 +7,7 @@
 #   strategies ENGINE NP    every strategy trains to a done line with agreeing replicas
 #   pipeline ENGINE         2 stages x 2 replicas equal 2 plain replicas; each schedule runs;
 #                           a grid that does not fit the ranks is refused
+#   pipeline-stall ENGINE   a stopped stage ends the other with an error naming both, in time
 set -uo pipefail
 distml=$1 scenario=$2
 shift 2
@@ -161,6 +162,36 @@ PY
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.pipeline_stages=2 --set model.name=char_lstm --set data.dataset=text \
       --set data.path="\"$here/cli_lib.sh\""
+    ;;
+  pipeline-stall)
+    engine=$1
+    "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 --json \
+      --set parallel.pipeline_stages=2 --set train.max_steps=1000000 --set train.log_every=1 \
+      --set train.timeout_s=3 >"$dir/stall.out" 2>&1 &
+    job=$!
+    for ((i = 0; i < 300; ++i)); do  # until it trains
+      grep -q '"event":"step"' "$dir/stall.out" && break
+      sleep 0.1
+    done
+    grep -q '"event":"step"' "$dir/stall.out" || fail "no step: $(cat "$dir/stall.out")"
+    # Stage 1 is rank 1: the process whose launcher gave it rank 1.
+    stage1=""
+    for p in $(pgrep -f "$distml train"); do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "RANK=1|OMPI_COMM_WORLD_RANK=1" &&
+        stage1=$p
+    done
+    [[ -n $stage1 ]] || fail "found no rank 1 among $(pgrep -f "$distml train")"
+    kill -STOP "$stage1"
+    start=$SECONDS
+    wait "$job"
+    rc=$?
+    kill -KILL "$stage1" 2>/dev/null
+    elapsed=$((SECONDS - start))
+    [[ $rc -ne 0 ]] || fail "the run went on with a stopped stage"
+    ((elapsed < 30)) || fail "the run took ${elapsed}s to end after the stage stopped"
+    grep -qE "pipeline stage 0 \(rank 0\) waiting for (the (gradients|activations) of micro-batch [0-9]+ from stage 1 \(rank 1\)|the other stages to end the step)" \
+      "$dir/stall.out" || fail "no message naming the stages: $(cat "$dir/stall.out")"
+    echo "ok: exit $rc after ${elapsed}s: $(grep -m1 'pipeline stage 0' "$dir/stall.out")"
     ;;
   *) fail "unknown scenario $scenario" ;;
 esac

@@ -172,7 +172,8 @@ struct Trainer::State {
                          pipeline::PipelineOptions{
                              .schedule = c.parallel.schedule,
                              .micro_batches = static_cast<int>(c.parallel.micro_batches),
-                             .recompute = c.parallel.recompute})
+                             .recompute = c.parallel.recompute,
+                             .first_rank = grid->replica * grid->stages})
                    : nullptr),
         strategy(make_strategy(c, grid ? *grid->peers : world)),
         comm(strategy->training_comm() ? *strategy->training_comm()

@@ -73,13 +73,39 @@ double PipelineStage::step(const torch::Tensor& input, std::int64_t rows, const 
   }
   // 5. Every send done; the batch loss from the last stage.
   const auto wait_start = Clock::now();
-  stats_.bytes_sent = link_.flush();
   double batch_loss = 0;
   if (is_last())
     for (const auto& f : flights) batch_loss += f.loss;
-  comm_.broadcast(comm::Buffer{&batch_loss, 1, comm::DType::f64}, stages_ - 1);
+  try {
+    stats_.bytes_sent = link_.flush();
+    comm_.broadcast(comm::Buffer{&batch_loss, 1, comm::DType::f64}, stages_ - 1);
+  } catch (const CommError& e) {
+    rethrow_naming(e, "waiting for the other stages to end the step");
+  }
   stats_.wait_seconds += seconds_since(wait_start);
   return batch_loss;
+}
+
+// A neighbour's tensor.
+torch::Tensor PipelineStage::receive(int peer, int micro, const char* what) {
+  const auto wait_start = Clock::now();
+  try {
+    auto t = link_.recv(peer, micro);
+    stats_.wait_seconds += seconds_since(wait_start);
+    return t;
+  } catch (const CommError& e) {
+    rethrow_naming(e, cat("waiting for the ", what, " of micro-batch ", micro, " from stage ", peer,
+                          " (rank ", options_.first_rank + peer, ")"));
+  }
+}
+
+// A stage that died or stalls shows itself to the others only as a wait that does not end:
+// the error names this stage, its rank and what it waited for.
+void PipelineStage::rethrow_naming(const CommError& e, const std::string& waiting) const {
+  const std::string why = cat("pipeline stage ", stage_, " (rank ", options_.first_rank + stage_,
+                              ") ", waiting, ": ", e.what());
+  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(why);
+  throw CommError(why);
 }
 
 // 2. Forward.
@@ -88,9 +114,7 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
   if (stage_ == 0) {
     f.input = input.narrow(0, f.begin, f.count);
   } else {
-    const auto wait_start = Clock::now();
-    f.input = link_.recv(stage_ - 1, f.micro).requires_grad_(true);
-    stats_.wait_seconds += seconds_since(wait_start);
+    f.input = receive(stage_ - 1, f.micro, "activations").requires_grad_(true);
   }
   const auto start = Clock::now();
   std::optional<torch::NoGradGuard> no_grad;
@@ -119,11 +143,7 @@ torch::Tensor PipelineStage::compute(const InFlight& f, std::int64_t rows, const
 void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const LossFn& loss,
                              const std::function<void(bool)>& before_backward) {
   torch::Tensor grad;
-  if (!is_last()) {
-    const auto wait_start = Clock::now();
-    grad = link_.recv(stage_ + 1, f.micro);
-    stats_.wait_seconds += seconds_since(wait_start);
-  }
+  if (!is_last()) grad = receive(stage_ + 1, f.micro, "gradients");
   const auto start = Clock::now();
   std::vector<torch::Tensor> kept;  // with recompute: the buffers before the second forward
   if (options_.recompute) {

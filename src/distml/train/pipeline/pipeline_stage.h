@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/error.h"
 #include "distml/nn/layers.h"
 #include "distml/train/pipeline/stage_link.h"
 
@@ -44,6 +45,7 @@ struct PipelineOptions {
   std::string schedule = "1f1b";  // gpipe or 1f1b
   int micro_batches = 4;
   bool recompute = false;  // gpipe's activation re-computation
+  int first_rank = 0;      // the world rank of stage 0, for messages
 };
 
 /// What one step cost this stage.
@@ -82,6 +84,8 @@ class PipelineStage {
   void backward(InFlight& f, bool last, std::int64_t rows, const LossFn& loss,
                 const std::function<void(bool)>& before_backward);
   torch::Tensor compute(const InFlight& f, std::int64_t rows, const LossFn& loss);
+  torch::Tensor receive(int peer, int micro, const char* what);
+  [[noreturn]] void rethrow_naming(const CommError& e, const std::string& waiting) const;
   bool is_last() const { return stage_ == stages_ - 1; }
 
   comm::Communicator& comm_;
