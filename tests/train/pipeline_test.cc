@@ -23,8 +23,11 @@ using testing::PipelineCase;
 
 std::string text(const std::vector<PipeStep>& steps) {
   std::string s;
-  for (const auto& p : steps)
-    s += (s.empty() ? "" : " ") + std::string(p.forward ? "F" : "B") + std::to_string(p.micro);
+  for (const auto& p : steps) {
+    if (!s.empty()) s += ' ';
+    s += p.forward ? 'F' : 'B';
+    s += std::to_string(p.micro);
+  }
   return s;
 }
 
