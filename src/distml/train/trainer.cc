@@ -229,47 +229,11 @@ struct Trainer::State {
           return objective.mean_loss_of(out, rows_of(batch, begin, count));
         },
         [&](bool last) { strategy->before_backward(last); });
-    add_stage_stats(stage->stats());
+    pipeline::accumulate(stage_totals, stage->stats());
     strategy->before_optimizer_step();
     strategy->optimizer_step(*optimizer);
     strategy->after_optimizer_step(*optimizer, global_step + 1);
     return loss;
-  }
-
-  void add_stage_stats(const pipeline::StageStats& s) {
-    auto& t = stage_totals;
-    t.compute_seconds += s.compute_seconds;
-    t.wait_seconds += s.wait_seconds;
-    t.bytes_sent += s.bytes_sent;
-    t.peak_micro_batches = std::max(t.peak_micro_batches, s.peak_micro_batches);
-    t.peak_activation_bytes = std::max(t.peak_activation_bytes, s.peak_activation_bytes);
-  }
-
-  // Collective over the pipeline: every stage's totals, for the done line.
-  nlohmann::json pipeline_report() {
-    const auto& t = stage_totals;
-    std::vector<double> mine = {
-        t.compute_seconds, t.wait_seconds, static_cast<double>(t.bytes_sent),
-        static_cast<double>(t.peak_micro_batches), static_cast<double>(t.peak_activation_bytes)};
-    std::vector<double> all(mine.size() * grid->stages);
-    grid->pipeline->allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
-                              comm::Buffer{all.data(), all.size(), comm::DType::f64});
-    nlohmann::json stages = nlohmann::json::array();
-    for (int s = 0; s < grid->stages; ++s) {
-      const double* v = &all[s * mine.size()];
-      stages.push_back({{"stage", s},
-                        {"layers", part->layer_counts[s]},
-                        {"compute_s", v[0]},
-                        {"wait_s", v[1]},
-                        {"bytes_sent", v[2]},
-                        {"peak_micro_batches", v[3]},
-                        {"peak_activation_bytes", v[4]}});
-    }
-    return {{"stages", grid->stages},
-            {"replicas", grid->replicas},
-            {"schedule", config.parallel.schedule},
-            {"micro_batches", config.parallel.micro_batches},
-            {"per_stage", stages}};
   }
 
   // Straggler experiments: this rank's compute takes slow_factor times as long.
@@ -469,7 +433,12 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   result.param_checksum = check_replicas_agree(s.model.tensors(), s.grid ? s.world : s.comm);
   s.strategy->finish();
   result.strategy_report = s.strategy->report();
-  if (s.grid) result.strategy_report["pipeline"] = s.pipeline_report();
+  if (s.grid) {
+    auto& report = result.strategy_report["pipeline"];
+    report = pipeline::stage_report(s.stage_totals, *s.grid, *s.part);
+    report["schedule"] = s.config.parallel.schedule;
+    report["micro_batches"] = s.config.parallel.micro_batches;
+  }
   // Last, after every collective: a failure here cannot leave other ranks waiting.
   if (reporter) export_model(s.model, s.config.train.export_path, s.config.train.export_module);
   result.global_step = s.global_step;

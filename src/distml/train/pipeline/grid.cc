@@ -54,4 +54,26 @@ void share_stages(const StageOfModel& part, comm::Communicator& pipeline) {
   }
 }
 
+nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part) {
+  const std::vector<double> mine = {totals.compute_seconds, totals.wait_seconds,
+                                    static_cast<double>(totals.bytes_sent),
+                                    static_cast<double>(totals.peak_micro_batches),
+                                    static_cast<double>(totals.peak_activation_bytes)};
+  std::vector<double> all(mine.size() * grid.stages);
+  grid.pipeline->allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
+                           comm::Buffer{all.data(), all.size(), comm::DType::f64});
+  nlohmann::json stages = nlohmann::json::array();
+  for (int s = 0; s < grid.stages; ++s) {
+    const double* v = &all[s * mine.size()];
+    stages.push_back({{"stage", s},
+                      {"layers", part.layer_counts[s]},
+                      {"compute_s", v[0]},
+                      {"wait_s", v[1]},
+                      {"bytes_sent", v[2]},
+                      {"peak_micro_batches", v[3]},
+                      {"peak_activation_bytes", v[4]}});
+  }
+  return {{"stages", grid.stages}, {"replicas", grid.replicas}, {"per_stage", stages}};
+}
+
 }  // namespace distml::train::pipeline

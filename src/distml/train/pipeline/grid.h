@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "distml/comm/communicator.h"
 #include "distml/nn/model_registry.h"
+#include "distml/train/pipeline/pipeline_stage.h"
 
 namespace distml::train::pipeline {
 
@@ -40,5 +42,9 @@ StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& 
 /// Collective over the pipeline: each stage broadcasts its tensors, so that every rank holds
 /// the whole current model (for evaluation, export and the replica check).
 void share_stages(const StageOfModel& part, comm::Communicator& pipeline);
+
+/// Collective over the pipeline: every stage's `totals` (its layers, compute and wait seconds,
+/// bytes sent, peak micro-batches and activation bytes), for the done line.
+nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part);
 
 }  // namespace distml::train::pipeline

@@ -20,6 +20,14 @@ struct PipelineStage::InFlight {
   std::string rng;       // with recompute: the generator before the forward
 };
 
+void accumulate(StageStats& totals, const StageStats& step) {
+  totals.compute_seconds += step.compute_seconds;
+  totals.wait_seconds += step.wait_seconds;
+  totals.bytes_sent += step.bytes_sent;
+  totals.peak_micro_batches = std::max(totals.peak_micro_batches, step.peak_micro_batches);
+  totals.peak_activation_bytes = std::max(totals.peak_activation_bytes, step.peak_activation_bytes);
+}
+
 PipelineStage::PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> layers,
                              const nn::ModelTensors& tensors, PipelineOptions options)
     : comm_(comm),

@@ -58,6 +58,9 @@ struct StageStats {
                                            // stage's edges, not autograd's intermediates)
 };
 
+/// Adds one step's stats to a run's totals (the peaks: the larger).
+void accumulate(StageStats& totals, const StageStats& step);
+
 class PipelineStage {
  public:
   /// `comm` has one rank per stage, rank s being stage s; `layers` are this stage's, and
