@@ -165,6 +165,9 @@ PY
     expect 2 "parallel.pipeline_stages = 2 does not divide the 3 ranks" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 3 \
       --set parallel.pipeline_stages=2
+    expect 2 "checkpoints do not combine with pipeline stages" \
+      "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
+      --set parallel.pipeline_stages=2 --resume "$dir/no-checkpoint"
     expect 2 "char_lstm' is not a sequence of layers" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.pipeline_stages=2 --set model.name=char_lstm --set data.dataset=text \

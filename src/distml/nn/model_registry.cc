@@ -131,8 +131,8 @@ std::vector<Layer> Model::layers() const {
                           "pipeline stages"));
   std::vector<Layer> out;
   for (const auto& child : script_->named_children()) {
-    auto forward = [module = child.value](const torch::Tensor& x) {
-      return const_cast<torch::jit::Module&>(module).forward({x}).toTensor();
+    auto forward = [module = child.value](const torch::Tensor& x) mutable {
+      return module.forward({x}).toTensor();
     };
     out.push_back({child.name, {child.name}, forward});
   }

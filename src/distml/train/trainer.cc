@@ -229,6 +229,7 @@ struct Trainer::State {
           return objective.mean_loss_of(out, rows_of(batch, begin, count));
         },
         [&](bool last) { strategy->before_backward(last); });
+    if (world.rank() == config.train.slow_rank) straggle(stage->stats().compute_seconds);
     pipeline::accumulate(stage_totals, stage->stats());
     strategy->before_optimizer_step();
     strategy->optimizer_step(*optimizer);
@@ -321,6 +322,9 @@ nn::Model& Trainer::model() { return s_->model; }
 EvalMetrics Trainer::evaluate() { return s_->evaluate(); }
 
 void Trainer::resume(const std::string& dir) {
+  if (s_->grid)  // train.checkpoint_dir is refused with stages when the config is read
+    throw ConfigError(cat("--resume ", dir, ": checkpoints do not combine with pipeline stages ",
+                          "(parallel.pipeline_stages = ", s_->grid->stages, ") yet"));
   // A rank that does not train reads no checkpoint: its strategy hears from the others.
   if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir));
   s_->strategy->resumed_at(s_->global_step);

@@ -1,5 +1,7 @@
 #include "distml/train/pipeline/stage_link.h"
 
+#include <utility>
+
 #include "distml/core/error.h"
 #include "distml/train/tensor_buffer.h"
 
