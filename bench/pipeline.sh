@@ -7,10 +7,11 @@
 #     speed-up over one rank and its share of the bubble model's ideal p*m/(m+p-1) (target
 #     >= 85%), and each stage's peak activation bytes under each schedule;
 #  2. accuracy: the 784-1024-512-10 MLP on MNIST for 2 epochs (lr 0.2, cosine) under gpipe and
-#     1f1b at 2 stages and a 2 x 2 grid (2 replicas x 2 stages), beside plain allreduce at 2
-#     ranks (target >= 97% each).
+#     1f1b at 2 stages, a 2 x 2 grid (2 replicas x 2 stages) and 2 tensor-parallel ranks,
+#     beside plain allreduce at 2 ranks (target >= 97% each).
 # Appends JSON lines to bench/results/pipeline.jsonl and prints the tables.
-# Knobs: PARTS ("speed accuracy"), REPS (5), STEPS (20 timed per speed run), BUILD (build), OUT.
+# Knobs: PARTS ("speed accuracy"), ACCURACY ("allreduce gpipe 1f1b grid tensor"), REPS (5),
+# STEPS (20 timed per speed run), BUILD (build), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 parts=${PARTS:-speed accuracy}
@@ -48,13 +49,18 @@ for ((rep = 1; rep <= reps; rep++)); do
       record speed "$c" "$([[ $c == one_rank* ]] && echo 1 || echo 2)" "$rep"
   done
 done
-accuracy_cases=("allreduce 2" "gpipe 2" "1f1b 2" "grid 4")
+read -ra accuracy_cases <<<"${ACCURACY:-allreduce gpipe 1f1b grid tensor}"
 [[ $parts == *accuracy* ]] || accuracy_cases=()
-for c in "${accuracy_cases[@]}"; do
-  read -r name np <<<"$c"
-  args=(--set train.epochs=2 --set optim.lr=0.2)
-  [[ $name != allreduce ]] && args+=(--set parallel.pipeline_stages=2)
-  [[ $name == gpipe ]] && args+=(--set parallel.schedule=gpipe)
+for name in "${accuracy_cases[@]}"; do
+  np=2 args=(--set train.epochs=2 --set optim.lr=0.2)
+  case $name in
+    allreduce) ;;
+    gpipe) args+=(--set parallel.pipeline_stages=2 --set parallel.schedule=gpipe) ;;
+    1f1b) args+=(--set parallel.pipeline_stages=2) ;;
+    grid) np=4 args+=(--set parallel.pipeline_stages=2) ;;
+    tensor) args+=(--set parallel.tensor=2) ;;
+    *) echo "pipeline.sh: unknown accuracy case $name" >&2; exit 2 ;;
+  esac
   echo "pipeline: accuracy, $name at $np ranks" >&2
   "$distml" train --config examples/mnist_mlp.toml --engine mpi --np "$np" --json "${args[@]}" |
     done_line | record accuracy "$name" "$np" 1

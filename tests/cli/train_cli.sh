@@ -6,9 +6,10 @@
 #   bad-input               each bad input is a clear error with exit code 2
 #   strategies ENGINE NP [STRATEGY...]  each strategy (default: all) trains to a done line
 #                           with agreeing replicas
-#   pipeline ENGINE [SCHEDULE...]  2 stages x 2 replicas equal 2 plain replicas under each
-#                           schedule (default: gpipe, 1f1b, gpipe with recompute); over mpi,
-#                           a grid that does not fit the ranks and a model without layers
+#   pipeline ENGINE [SPLIT...]  2 replicas of a split model equal 2 plain replicas, for each
+#                           split (default: all): gpipe, 1f1b, recompute (2 stages), tensor
+#                           (2 tensor ranks), grid (2 stages x 2 tensor ranks); over mpi, a
+#                           grid that does not fit the ranks and models that cannot be split
 #                           are refused
 #   pipeline-stall ENGINE   a stopped stage ends the other with an error naming both, in time
 set -uo pipefail
@@ -136,42 +137,60 @@ PY
   pipeline)
     engine=$1
     shift
-    (($# > 0)) || set -- gpipe 1f1b "gpipe --set parallel.recompute=true"
+    (($# > 0)) || set -- gpipe 1f1b recompute tensor grid
     run() { "$distml" train --config "$dir/lenet.toml" --engine "$engine" --json \
       --set train.dtype=float64 "$@" | tail -n 1; }
     plain=$(run --np 2) || fail "plain data parallelism failed: $plain"
-    for s in "$@"; do
-      # shellcheck disable=SC2086  # a word list on purpose
-      out=$(run --np 4 --set parallel.pipeline_stages=2 --set parallel.micro_batches=3 \
-        --set parallel.schedule=$s) || fail "schedule $s failed: $out"
-      # lenet5 has no BatchNorm: the stages' micro-batches give the whole batch's gradient, so
-      # the run follows plain data parallelism on the same global batch (2 replicas x 16) up to
-      # float64 rounding, about 1e-15 of the loss per step; 1e-9 leaves a wide margin, while
-      # one micro-batch weighted wrong moves the loss by 1e-3 or more.
-      "$python" - "$plain" "$out" <<'PY' || fail "schedule $s differs from plain data parallelism"
+    for split in "$@"; do
+      stages=2 tensor=1 schedule=1f1b recompute=false
+      case $split in
+        gpipe) schedule=gpipe ;;
+        1f1b) ;;
+        recompute) schedule=gpipe recompute=true ;;
+        tensor) stages=1 tensor=2 ;;
+        grid) tensor=2 ;;
+        *) fail "unknown split $split" ;;
+      esac
+      out=$(run --np $((2 * stages * tensor)) --set parallel.pipeline_stages=$stages \
+        --set parallel.tensor=$tensor --set parallel.micro_batches=3 \
+        --set parallel.schedule=$schedule --set parallel.recompute=$recompute) ||
+        fail "split $split failed: $out"
+      # lenet5 has no BatchNorm: the stages' micro-batches give the whole batch's gradient, and
+      # the tensor ranks' slices the whole layers', so the run follows plain data parallelism
+      # on the same global batch (2 replicas x 16) up to float64 rounding, about 1e-15 of the
+      # loss per step. The 8 steps move the test loss by 1e-5 of itself (measured against
+      # lr = 1e-12), so 1e-9 is far above rounding and far below what a micro-batch weighted
+      # wrong, or a slice's updates lost, would change.
+      "$python" - "$plain" "$out" "$stages" "$tensor" <<'PY' || fail "split $split differs from plain data parallelism"
 import json, sys
-plain, piped = (json.loads(a) for a in sys.argv[1:])
+plain, piped = (json.loads(a) for a in sys.argv[1:3])
+stages, tensor = (int(a) for a in sys.argv[3:5])
 p = piped["pipeline"]
-assert piped["steps"] == 8 and p["stages"] == 2 and p["replicas"] == 2, piped
-assert [s["stage"] for s in p["per_stage"]] == [0, 1], p
+assert piped["steps"] == 8 and p["replicas"] == 2, piped
+assert p["stages"] == stages and p["tensor"] == tensor, p
+assert [s["stage"] for s in p["per_stage"]] == list(range(stages)), p
 assert sum(s["layers"] for s in p["per_stage"]) == 5, p
-assert all(s["compute_s"] > 0 and s["bytes_sent"] > 0 for s in p["per_stage"]), p
+assert all(s["compute_s"] > 0 for s in p["per_stage"]), p
+assert stages == 1 or all(s["bytes_sent"] > 0 for s in p["per_stage"]), p
 rel = abs(piped["test_loss"] - plain["test_loss"]) / plain["test_loss"]
 assert rel < 1e-9, (rel, plain["test_loss"], piped["test_loss"])
-print("ok:", p["schedule"], "test_loss", piped["test_loss"], "vs", plain["test_loss"], rel)
+print("ok:", sys.argv[3:5], p["schedule"], "test_loss", piped["test_loss"], "vs", plain["test_loss"], rel)
 PY
     done
     [[ $engine == mpi ]] || exit 0  # the refusals below do not depend on the engine
-    expect 2 "parallel.pipeline_stages = 2 does not divide the 3 ranks" \
+    expect 2 "parallel.pipeline_stages = 2 x parallel.tensor = 1 does not divide the 3 ranks" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 3 \
       --set parallel.pipeline_stages=2
-    expect 2 "checkpoints do not combine with pipeline stages" \
+    expect 2 "checkpoints do not combine with a split model" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.pipeline_stages=2 --resume "$dir/no-checkpoint"
     expect 2 "char_lstm' is not a sequence of layers" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.pipeline_stages=2 --set model.name=char_lstm --set data.dataset=text \
       --set data.path="\"$here/cli_lib.sh\""
+    expect 2 "model \"resnet20\" has no pair of consecutive Linear layers" \
+      "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
+      --set parallel.tensor=2 --set model.name=resnet20
     ;;
   pipeline-stall)
     engine=$1

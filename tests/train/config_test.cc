@@ -345,11 +345,11 @@ TEST(Config, PipelineKeys) {
             "x.toml: parallel.recompute re-computes gpipe's activations; set "
             "parallel.schedule = \"gpipe\"");
   EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\n", {"strategy.name=ps"}),
-            "--set strategy.name=ps: strategy.name = \"ps\" does not combine with pipeline "
-            "stages (parallel.pipeline_stages = 2) yet");
-  EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\n[train]\naccumulate = 2\n"),
-            "x.toml: train.accumulate (use parallel.micro_batches) does not combine with "
-            "pipeline stages (parallel.pipeline_stages = 2) yet");
+            "--set strategy.name=ps: strategy.name = \"ps\" does not combine with a split "
+            "model (parallel.pipeline_stages = 2, parallel.tensor = 1) yet");
+  EXPECT_EQ(config_error("[parallel]\ntensor = 2\n[train]\naccumulate = 2\n"),
+            "x.toml: train.accumulate (use parallel.micro_batches) does not combine with a "
+            "split model (parallel.pipeline_stages = 1, parallel.tensor = 2) yet");
 }
 
 TEST(ConfigKeys, NameEveryKeyOnceSectionBySection) {

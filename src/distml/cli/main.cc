@@ -41,16 +41,14 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return 2;
-  } catch (const distml::CommError& e) {
-    // Peers may be stuck mid-operation: leave without running exit handlers (which would
-    // try to finalise the engine and could block).
+  } catch (const std::exception& e) {
+    // Peers may be waiting in an operation this rank will never join (or stuck in one it
+    // left): leave without running exit handlers, whose finalisation of the engine waits for
+    // every rank, so that the launcher ends the job at once. The stack is unwound already.
     std::fprintf(stderr, "distml: error: %s\n", e.what());
     std::fflush(stdout);
     std::fflush(stderr);
-    std::_Exit(1);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "distml: error: %s\n", e.what());
-    return fixable_by_user(e) ? 2 : 1;
+    std::_Exit(fixable_by_user(e) ? 2 : 1);
   }
   return 0;
 }

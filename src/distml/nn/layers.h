@@ -4,21 +4,45 @@
 // are its top-level children (an nn.Sequential).
 #pragma once
 
+#include <torch/nn/modules/linear.h>
 #include <torch/types.h>
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "distml/nn/model_tensors.h"
 
 namespace distml::nn {
 
+using TensorFn = std::function<torch::Tensor(const torch::Tensor&)>;
+
 struct Layer {
   std::string name;                  // for messages: "linears.0", "layer2.1", "fc"
   std::vector<std::string> modules;  // the submodules whose parameters and buffers it owns
-  std::function<torch::Tensor(const torch::Tensor&)> forward;
+  TensorFn forward;
+  /// Set when the layer is after(linear(before(x))) with an element-wise `after` (an
+  /// activation): tensor parallelism can then split its Linear across ranks.
+  struct Affine {
+    torch::nn::Linear linear;
+    TensorFn before, after;  // either may be empty: the identity
+  };
+  std::optional<Affine> affine = std::nullopt;
 };
+
+/// The layer after(linear(before(x))); `after` must be element-wise (see Layer::affine).
+inline Layer linear_layer(std::string name, torch::nn::Linear linear, TensorFn before = {},
+                          TensorFn after = {}) {
+  Layer::Affine affine{std::move(linear), std::move(before), std::move(after)};
+  auto forward = [affine](const torch::Tensor& x) {
+    auto y = affine.linear.ptr()->forward(affine.before ? affine.before(x) : x);
+    return affine.after ? affine.after(y) : y;
+  };
+  std::vector<std::string> modules{name};
+  return {std::move(name), std::move(modules), std::move(forward), std::move(affine)};
+}
 
 /// The layers in order applied to `x`.
 inline torch::Tensor run_layers(const std::vector<Layer>& layers, torch::Tensor x) {

@@ -31,7 +31,8 @@ torch::Tensor LeNet5Impl::forward(torch::Tensor x) { return run_layers(layers(),
 std::vector<Layer> LeNet5Impl::layers() {
   // Shared pointers, so that the layers outlive this call (the holders would be const here).
   auto conv1 = conv1_.ptr(), conv2 = conv2_.ptr();
-  auto fc1 = fc1_.ptr(), fc2 = fc2_.ptr(), fc3 = fc3_.ptr();
+  const TensorFn flatten = [](const torch::Tensor& x) { return x.flatten(1); };
+  const TensorFn relu = [](const torch::Tensor& x) { return torch::relu(x); };
   const int64_t channels = in_channels_, side = image_size_;
   return {
       {"conv1",
@@ -45,11 +46,9 @@ std::vector<Layer> LeNet5Impl::layers() {
        [=](const torch::Tensor& x) {
          return torch::max_pool2d(torch::relu(conv2->forward(x)), 2);
        }},
-      {"fc1",
-       {"fc1"},
-       [=](const torch::Tensor& x) { return torch::relu(fc1->forward(x.flatten(1))); }},
-      {"fc2", {"fc2"}, [=](const torch::Tensor& x) { return torch::relu(fc2->forward(x)); }},
-      {"fc3", {"fc3"}, [=](const torch::Tensor& x) { return fc3->forward(x); }},
+      linear_layer("fc1", fc1_, flatten, relu),
+      linear_layer("fc2", fc2_, {}, relu),
+      linear_layer("fc3", fc3_),
   };
 }
 

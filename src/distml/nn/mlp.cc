@@ -25,15 +25,12 @@ torch::Tensor MlpImpl::forward(torch::Tensor x) { return run_layers(layers(), st
 std::vector<Layer> MlpImpl::layers() {
   std::vector<Layer> out;
   const std::size_t n = linears_->size();
-  for (std::size_t i = 0; i < n; ++i) {
-    auto forward = [linear = linears_->ptr<torch::nn::LinearImpl>(i), first = i == 0,
-                    last = i + 1 == n](const torch::Tensor& in) {
-      auto y = linear->forward(first ? in.flatten(1) : in);
-      return last ? y : torch::relu(y);
-    };
-    const std::string name = cat("linears.", i);
-    out.push_back({name, {name}, forward});
-  }
+  const TensorFn flatten = [](const torch::Tensor& x) { return x.flatten(1); };
+  const TensorFn relu = [](const torch::Tensor& x) { return torch::relu(x); };
+  for (std::size_t i = 0; i < n; ++i)
+    out.push_back(linear_layer(cat("linears.", i),
+                               torch::nn::Linear(linears_->ptr<torch::nn::LinearImpl>(i)),
+                               i == 0 ? flatten : TensorFn(), i + 1 == n ? TensorFn() : relu));
   return out;
 }
 

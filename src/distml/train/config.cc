@@ -116,6 +116,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("strategy", "staleness", 0, CONFIG_FIELD(strategy.staleness)),
 
       K::int_key("parallel", "pipeline_stages", 1, CONFIG_FIELD(parallel.pipeline_stages)),
+      K::int_key("parallel", "tensor", 1, CONFIG_FIELD(parallel.tensor)),
       K::int_key("parallel", "micro_batches", 1, CONFIG_FIELD(parallel.micro_batches)),
       K::choice_key("parallel", "schedule", {"gpipe", "1f1b"}, CONFIG_FIELD(parallel.schedule)),
       K::bool_key("parallel", "recompute", CONFIG_FIELD(parallel.recompute)),
@@ -129,17 +130,19 @@ const config::Schema<TrainConfig>& schema() {
   return schema;
 }
 
-// What a pipeline (parallel.pipeline_stages > 1) does not combine with yet.
+// What a split model (parallel.pipeline_stages > 1 or parallel.tensor > 1) does not combine
+// with yet.
 void check_pipeline(const TrainConfig& c) {
   const auto& p = c.parallel;
   if (p.recompute && p.schedule != "gpipe")
     throw ConfigError(cat(c.origin("parallel.recompute"),
                           ": parallel.recompute re-computes gpipe's activations; set "
                           "parallel.schedule = \"gpipe\""));
-  if (p.pipeline_stages == 1) return;
+  if (p.pipeline_stages == 1 && p.tensor == 1) return;
   const auto refuse = [&](const std::string& key, const std::string& what) {
-    throw ConfigError(cat(c.origin(key), ": ", what, " does not combine with pipeline stages ",
-                          "(parallel.pipeline_stages = ", p.pipeline_stages, ") yet"));
+    throw ConfigError(cat(c.origin(key), ": ", what, " does not combine with a split model ",
+                          "(parallel.pipeline_stages = ", p.pipeline_stages,
+                          ", parallel.tensor = ", p.tensor, ") yet"));
   };
   const std::string& s = c.strategy.name;
   if (s == "ps" || (s == "easgd" && c.strategy.asynchronous))
@@ -149,7 +152,8 @@ void check_pipeline(const TrainConfig& c) {
   if (c.train.clip_grad_norm > 0) refuse("train.clip_grad_norm", "train.clip_grad_norm");
   if (!c.train.checkpoint_dir.empty()) refuse("train.checkpoint_dir", "a checkpoint");
   if (c.train.loss == "model") refuse("train.loss", "train.loss = \"model\"");
-  if (!p.partition.empty() && static_cast<std::int64_t>(p.partition.size()) != p.pipeline_stages)
+  if (p.pipeline_stages > 1 && !p.partition.empty() &&
+      static_cast<std::int64_t>(p.partition.size()) != p.pipeline_stages)
     throw ConfigError(cat(c.origin("parallel.partition"), ": parallel.partition lists ",
                           p.partition.size(),
                           " layer counts for parallel.pipeline_stages = ", p.pipeline_stages));

@@ -73,6 +73,7 @@ struct ParallelConfig {
   std::string schedule = "1f1b";          // gpipe | 1f1b
   bool recompute = false;                 // gpipe: re-compute activations in the backward
   std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters
+  std::int64_t tensor = 1;                // ranks each stage's Linear pairs are split over
 };
 
 struct TrainConfig {

@@ -22,6 +22,7 @@
 #include "distml/train/pipeline/pipeline_stage.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/strategy_factory.h"
+#include "distml/train/tensor_parallel/split_layers.h"
 
 namespace distml::train {
 namespace {
@@ -98,7 +99,7 @@ void check_same_config(const TrainConfig& config, comm::Communicator& comm) {
 }
 
 // Collective: checks that every rank runs the same configuration, then forms the grid of
-// pipeline stages when the model is cut (parallel.pipeline_stages > 1).
+// ranks when the model is split (parallel.pipeline_stages > 1 or parallel.tensor > 1).
 std::optional<pipeline::Grid> agreed_grid(const TrainConfig& config, comm::Communicator& world) {
   check_same_config(config, world);
   if (config.train.slow_rank >= world.size())
@@ -106,12 +107,43 @@ std::optional<pipeline::Grid> agreed_grid(const TrainConfig& config, comm::Commu
                           ": train.slow_rank = ", config.train.slow_rank,
                           " is not a rank of this run (0 to ", world.size() - 1, ")"));
   const auto stages = static_cast<int>(config.parallel.pipeline_stages);
-  if (stages == 1) return std::nullopt;
-  if (world.size() % stages != 0)
+  const auto tensor = static_cast<int>(config.parallel.tensor);
+  if (stages == 1 && tensor == 1) return std::nullopt;
+  if (world.size() % (stages * tensor) != 0)
     throw ConfigError(cat(config.origin("parallel.pipeline_stages"),
-                          ": parallel.pipeline_stages = ", stages, " does not divide the ",
-                          world.size(), " ranks of this run (they form replicas x stages)"));
-  return pipeline::make_grid(world, stages);
+                          ": parallel.pipeline_stages = ", stages, " x parallel.tensor = ", tensor,
+                          " does not divide the ", world.size(),
+                          " ranks of this run (they form replicas x stages x tensor ranks)"));
+  return pipeline::make_grid(world, stages, tensor);
+}
+
+// With tensor ranks, this stage's layers split over them.
+std::optional<tensor_parallel::SplitLayers> split_of(const TrainConfig& c,
+                                                     const pipeline::Grid& grid,
+                                                     const pipeline::StageOfModel& part,
+                                                     const nn::Model& model) {
+  if (grid.tensor_ranks == 1) return std::nullopt;
+  if (tensor_parallel::splittable_pairs(model.layers()) == 0)
+    throw ConfigError(cat(c.origin("parallel.tensor"), ": parallel.tensor = ", grid.tensor_ranks,
+                          ": model \"", c.model.name,
+                          "\" has no pair of consecutive Linear layers to split (tensor "
+                          "parallelism splits the mlp's and LeNet-5's fully connected layers)"));
+  return std::optional<tensor_parallel::SplitLayers>(std::in_place, part.layers, part.own,
+                                                     *grid.tensor);
+}
+
+// This rank's stage: its layers (their Linear pairs split with tensor parallelism) and
+// the schedule that runs them. Micro-batches are a pipeline's: one stage runs one pass.
+std::unique_ptr<pipeline::PipelineStage> stage_of(
+    const TrainConfig& c, const pipeline::Grid& grid, const pipeline::StageOfModel& part,
+    const std::optional<tensor_parallel::SplitLayers>& split) {
+  return std::make_unique<pipeline::PipelineStage>(
+      *grid.pipeline, split ? split->layers() : part.layers, split ? split->tensors() : part.own,
+      pipeline::PipelineOptions{
+          .schedule = c.parallel.schedule,
+          .micro_batches = grid.stages > 1 ? static_cast<int>(c.parallel.micro_batches) : 1,
+          .recompute = c.parallel.recompute,
+          .world_rank = [&grid](int s) { return grid.world_rank_of_stage(s); }});
 }
 
 // The rows this rank trains and evaluates on: all of them, or for data read in part (npz)
@@ -146,6 +178,7 @@ struct Trainer::State {
   nn::Model model;
   std::optional<pipeline::Grid> grid;          // with pipeline stages
   std::optional<pipeline::StageOfModel> part;  // then: this stage's layers
+  std::optional<tensor_parallel::SplitLayers> split;  // with tensor ranks: them split
   std::unique_ptr<pipeline::PipelineStage> stage;
   std::unique_ptr<Strategy> strategy;  // among the replicas (of this stage, in a pipeline)
   comm::Communicator& comm;  // the ranks that train (all of them but a parameter server's; in a
@@ -164,17 +197,12 @@ struct Trainer::State {
         world(world),
         model(seeded_model(model_options(c, d), c.train.seed, scalar_type(c.train.dtype))),
         grid(agreed_grid(c, world)),
-        part(grid ? std::optional(
-                        pipeline::cut_model(model, c.parallel.partition, grid->stages, grid->stage))
+        part(grid ? std::optional(pipeline::cut_model(
+                        model, grid->stages > 1 ? c.parallel.partition : std::vector<std::int64_t>{},
+                        grid->stages, grid->stage))
                   : std::nullopt),
-        stage(grid ? std::make_unique<pipeline::PipelineStage>(
-                         *grid->pipeline, part->layers, part->own,
-                         pipeline::PipelineOptions{
-                             .schedule = c.parallel.schedule,
-                             .micro_batches = static_cast<int>(c.parallel.micro_batches),
-                             .recompute = c.parallel.recompute,
-                             .first_rank = grid->replica * grid->stages})
-                   : nullptr),
+        split(grid ? split_of(c, *grid, *part, model) : std::nullopt),
+        stage(grid ? stage_of(c, *grid, *part, split) : nullptr),
         strategy(make_strategy(c, grid ? *grid->peers : world)),
         comm(strategy->training_comm() ? *strategy->training_comm()
                                        : (grid ? *grid->peers : world)),
@@ -182,10 +210,13 @@ struct Trainer::State {
         sampler(sampler_for(data, c, comm)),
         objective(c, d, model),
         base_lr(c.scale_lr ? linearly_scaled_lr(c.optim.lr, comm.size()) : c.optim.lr),
-        optimizer(make_optimizer(part ? part->own.parameters : model.parameters(), c.optim)) {}
+        optimizer(make_optimizer(trained_tensors().parameters, c.optim)) {}
 
-  // What the strategy keeps consistent among the replicas: the model, or this stage of it.
-  nn::ModelTensors trained_tensors() const { return part ? part->own : model.tensors(); }
+  // What the strategy keeps consistent among the replicas: the model, or this stage of it
+  // (with tensor ranks: this rank's slices of it).
+  nn::ModelTensors trained_tensors() const {
+    return split ? split->tensors() : part ? part->own : model.tensors();
+  }
 
   std::int64_t total_steps() const {
     return config.train.max_steps > 0
@@ -245,11 +276,12 @@ struct Trainer::State {
 
   // Collective: one model on every rank (the strategy's reconcile, BatchNorm statistics
   // averaged), before it is evaluated, saved or exported.
-  // In a pipeline each rank then receives the other stages' tensors: every rank holds the
-  // whole model.
+  // With a split model each rank then gathers its stage's slices and receives the other
+  // stages' tensors: every rank holds the whole model.
   void consolidate() {
     strategy->reconcile(*optimizer);
     agree_on_buffers(trained_tensors().buffers, comm);  // BatchNorm statistics: see the header
+    if (split) split->gather_into_whole();
     if (part) share_stages(*part, *grid->pipeline);
   }
 
@@ -273,10 +305,12 @@ struct Trainer::State {
   // optimizer state and BatchNorm statistics) on every replica; each replica gets its own
   // back afterwards, so how often a run evaluates does not change its trajectory.
   EvalMetrics evaluate_without_changing_training() {
-    const auto tensors = model.tensors();
-    std::vector<torch::Tensor> own = tensors.parameters, saved;
+    std::vector<torch::Tensor> own, saved;
+    for (const auto& tensors : {model.tensors(), trained_tensors()}) {
+      own.insert(own.end(), tensors.parameters.begin(), tensors.parameters.end());
+      own.insert(own.end(), tensors.buffers.begin(), tensors.buffers.end());
+    }
     const auto state = optimizer_state_tensors(*optimizer);
-    own.insert(own.end(), tensors.buffers.begin(), tensors.buffers.end());
     own.insert(own.end(), state.begin(), state.end());
     torch::NoGradGuard no_grad;
     for (const auto& t : own) saved.push_back(t.clone());
@@ -323,8 +357,9 @@ EvalMetrics Trainer::evaluate() { return s_->evaluate(); }
 
 void Trainer::resume(const std::string& dir) {
   if (s_->grid)  // train.checkpoint_dir is refused with stages when the config is read
-    throw ConfigError(cat("--resume ", dir, ": checkpoints do not combine with pipeline stages ",
-                          "(parallel.pipeline_stages = ", s_->grid->stages, ") yet"));
+    throw ConfigError(cat("--resume ", dir, ": checkpoints do not combine with a split model ",
+                          "(parallel.pipeline_stages = ", s_->grid->stages,
+                          ", parallel.tensor = ", s_->grid->tensor_ranks, ") yet"));
   // A rank that does not train reads no checkpoint: its strategy hears from the others.
   if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir));
   s_->strategy->resumed_at(s_->global_step);
@@ -441,7 +476,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     auto& report = result.strategy_report["pipeline"];
     report = pipeline::stage_report(s.stage_totals, *s.grid, *s.part);
     report["schedule"] = s.config.parallel.schedule;
-    report["micro_batches"] = s.config.parallel.micro_batches;
+    report["micro_batches"] = s.grid->stages > 1 ? s.config.parallel.micro_batches : 1;
   }
   // Last, after every collective: a failure here cannot leave other ranks waiting.
   if (reporter) export_model(s.model, s.config.train.export_path, s.config.train.export_module);

@@ -6,16 +6,20 @@
 
 namespace distml::train::pipeline {
 
-Grid make_grid(comm::Communicator& world, int stages) {
-  DML_CHECK(stages >= 1 && world.size() % stages == 0, stages, " stages do not divide ",
-            world.size(), " ranks");
+Grid make_grid(comm::Communicator& world, int stages, int tensor_ranks) {
+  const int per_replica = stages * tensor_ranks;
+  DML_CHECK(stages >= 1 && tensor_ranks >= 1 && world.size() % per_replica == 0, stages,
+            " stages x ", tensor_ranks, " tensor ranks do not divide ", world.size(), " ranks");
   Grid g;
   g.stages = stages;
-  g.replicas = world.size() / stages;
-  g.replica = world.rank() / stages;
-  g.stage = world.rank() % stages;
-  g.pipeline = world.split(g.replica, g.stage);
-  g.peers = world.split(g.stage, g.replica);
+  g.tensor_ranks = tensor_ranks;
+  g.replicas = world.size() / per_replica;
+  g.replica = world.rank() / per_replica;
+  g.stage = world.rank() / tensor_ranks % stages;
+  g.tensor_rank = world.rank() % tensor_ranks;
+  g.pipeline = world.split(g.replica * tensor_ranks + g.tensor_rank, g.stage);
+  g.peers = world.split(g.stage * tensor_ranks + g.tensor_rank, g.replica);
+  g.tensor = world.split(g.replica * stages + g.stage, g.tensor_rank);
   return g;
 }
 
@@ -73,7 +77,10 @@ nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const St
                       {"peak_micro_batches", v[3]},
                       {"peak_activation_bytes", v[4]}});
   }
-  return {{"stages", grid.stages}, {"replicas", grid.replicas}, {"per_stage", stages}};
+  return {{"stages", grid.stages},
+          {"replicas", grid.replicas},
+          {"tensor", grid.tensor_ranks},
+          {"per_stage", stages}};
 }
 
 }  // namespace distml::train::pipeline

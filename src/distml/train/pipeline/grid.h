@@ -1,5 +1,5 @@
-// Where a rank stands when the model is cut into pipeline stages: the grid of ranks (data
-// replicas x stages), and the part of the model that its stage runs.
+// Where a rank stands when the model is split: the grid of ranks (data replicas x pipeline
+// stages x tensor-parallel ranks), and the part of the model that its stage runs.
 #pragma once
 
 #include <cstdint>
@@ -13,17 +13,24 @@
 
 namespace distml::train::pipeline {
 
-/// The world as `replicas` pipelines of `stages` ranks each: rank = replica x stages + stage,
-/// so a pipeline's stages are neighbouring ranks (on one host, when hosts hold consecutive
-/// ranks).
+/// The world as `replicas` pipelines of `stages` stages, each stage on `tensor_ranks` ranks:
+/// rank = (replica x stages + stage) x tensor_ranks + tensor_rank. The tensor ranks, which
+/// talk most, are neighbours, then a pipeline's stages (on one host, when hosts hold
+/// consecutive ranks).
 struct Grid {
-  int replicas = 1, stages = 1, replica = 0, stage = 0;
-  std::unique_ptr<comm::Communicator> pipeline;  // this replica's stages; its rank = stage
-  std::unique_ptr<comm::Communicator> peers;     // this stage in every replica; rank = replica
+  int replicas = 1, stages = 1, tensor_ranks = 1;
+  int replica = 0, stage = 0, tensor_rank = 0;
+  std::unique_ptr<comm::Communicator> pipeline;  // this replica's stages (at this tensor rank);
+                                                 // its rank = stage
+  std::unique_ptr<comm::Communicator> peers;     // this stage and tensor rank in every
+                                                 // replica; rank = replica
+  std::unique_ptr<comm::Communicator> tensor;    // this stage's tensor ranks; rank = tensor_rank
+  /// The world rank of `stage` in this rank's pipeline, for messages.
+  int world_rank_of_stage(int s) const { return (replica * stages + s) * tensor_ranks + tensor_rank; }
 };
 
-/// Collective over `world`, whose size must be a multiple of `stages`.
-Grid make_grid(comm::Communicator& world, int stages);
+/// Collective over `world`, whose size must be a multiple of stages x tensor_ranks.
+Grid make_grid(comm::Communicator& world, int stages, int tensor_ranks = 1);
 
 /// One stage's part of a model.
 struct StageOfModel {

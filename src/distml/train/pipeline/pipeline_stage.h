@@ -45,7 +45,7 @@ struct PipelineOptions {
   std::string schedule = "1f1b";  // gpipe or 1f1b
   int micro_batches = 4;
   bool recompute = false;  // gpipe's activation re-computation
-  int first_rank = 0;      // the world rank of stage 0, for messages
+  std::function<int(int stage)> world_rank = [](int s) { return s; };  // for messages
 };
 
 /// What one step cost this stage.
