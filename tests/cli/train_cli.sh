@@ -7,8 +7,9 @@
 #   strategies ENGINE NP [STRATEGY...]  each strategy (default: all) trains to a done line
 #                           with agreeing replicas
 #   pipeline ENGINE [SPLIT...]  2 replicas of a split model equal 2 plain replicas, for each
-#                           split (default: all): gpipe, 1f1b, recompute (2 stages), tensor
-#                           (2 tensor ranks), grid (2 stages x 2 tensor ranks); over mpi, a
+#                           split (default: all): gpipe, 1f1b, recompute, profile (the
+#                           stages cut by measured time) (2 stages), tensor (2 tensor
+#                           ranks), grid (2 stages x 2 tensor ranks); over mpi, a
 #                           grid that does not fit the ranks and models that cannot be split
 #                           are refused
 #   pipeline-stall ENGINE   a stopped stage ends the other with an error naming both, in time
@@ -137,23 +138,25 @@ PY
   pipeline)
     engine=$1
     shift
-    (($# > 0)) || set -- gpipe 1f1b recompute tensor grid
+    (($# > 0)) || set -- gpipe 1f1b recompute profile tensor grid
     run() { "$distml" train --config "$dir/lenet.toml" --engine "$engine" --json \
       --set train.dtype=float64 "$@" | tail -n 1; }
     plain=$(run --np 2) || fail "plain data parallelism failed: $plain"
     for split in "$@"; do
-      stages=2 tensor=1 schedule=1f1b recompute=false
+      stages=2 tensor=1 schedule=1f1b recompute=false partition='"balanced"'
       case $split in
         gpipe) schedule=gpipe ;;
         1f1b) ;;
         recompute) schedule=gpipe recompute=true ;;
+        profile) partition='"profile"' ;;
         tensor) stages=1 tensor=2 ;;
         grid) tensor=2 ;;
         *) fail "unknown split $split" ;;
       esac
       out=$(run --np $((2 * stages * tensor)) --set parallel.pipeline_stages=$stages \
         --set parallel.tensor=$tensor --set parallel.micro_batches=3 \
-        --set parallel.schedule=$schedule --set parallel.recompute=$recompute) ||
+        --set parallel.schedule=$schedule --set parallel.recompute=$recompute \
+        --set parallel.partition="$partition") ||
         fail "split $split failed: $out"
       # lenet5 has no BatchNorm: the stages' micro-batches give the whole batch's gradient, and
       # the tensor ranks' slices the whole layers', so the run follows plain data parallelism

@@ -337,8 +337,11 @@ TEST(Config, PipelineKeys) {
   EXPECT_EQ(parse_config(canonical_text(c), "x").parallel.partition, c.parallel.partition);
   EXPECT_EQ(
       config_error("[parallel]\npartition = \"even\"\n"),
-      "x.toml: key 'parallel.partition' must be \"balanced\" or an array of layer counts >= 1, one "
-      "per stage, got \"even\"");
+      "x.toml: key 'parallel.partition' must be \"balanced\", \"profile\" or an array of layer "
+      "counts >= 1, one per stage, got \"even\"");
+  const auto profiled = parse_config("[parallel]\npartition = \"profile\"\n", "x");
+  EXPECT_TRUE(profiled.parallel.partition_by_profile);
+  EXPECT_TRUE(parse_config(canonical_text(profiled), "x").parallel.partition_by_profile);
   EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\npartition = [5]\n"),
             "x.toml: parallel.partition lists 1 layer counts for parallel.pipeline_stages = 2");
   EXPECT_EQ(config_error("[parallel]\nrecompute = true\n"),

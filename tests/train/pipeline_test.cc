@@ -10,7 +10,11 @@
 #include <random>
 
 #include "distml/core/error.h"
+#include "distml/nn/model_registry.h"
+#include "distml/train/checkpoint_contents.h"
+#include "distml/train/pipeline/cost_model.h"
 #include "distml/train/pipeline/partition.h"
+#include "distml/train/pipeline/profile.h"
 #include "distml/train/pipeline/schedule.h"
 #include "pipeline_fixture.h"
 
@@ -69,29 +73,38 @@ TEST(PipelineSchedule, EveryMicroBatchOnceForwardBeforeBackward) {
   EXPECT_THROW(stage_schedule("zigzag", 2, 0, 2), ConfigError);
 }
 
-// The smallest largest-stage cost over every way to cut, by brute force.
-double best_by_exhaustive_search(const std::vector<double>& costs, int stages) {
-  const int n = static_cast<int>(costs.size());
-  double best = std::numeric_limits<double>::infinity();
-  std::vector<int> cuts(stages - 1);
-  std::function<void(int, int)> place = [&](int k, int from) {
-    if (k == stages - 1) {
-      double worst = 0;
-      int begin = 0;
-      for (int s = 0; s < stages; ++s) {
-        const int end = s + 1 < stages ? cuts[s] : n;
-        worst = std::max(worst, std::accumulate(costs.begin() + begin, costs.begin() + end, 0.0));
-        begin = end;
-      }
-      best = std::min(best, worst);
+// Calls `visit` with the layer counts of every way to cut n layers into `stages`.
+void for_each_partition(int n, int stages,
+                        const std::function<void(const std::vector<int>&)>& visit) {
+  std::vector<int> counts;
+  std::function<void(int)> place = [&](int left) {
+    const int stages_left = stages - static_cast<int>(counts.size());
+    if (stages_left == 1) {
+      counts.push_back(left);
+      visit(counts);
+      counts.pop_back();
       return;
     }
-    for (int c = from; c <= n - (stages - 1 - k); ++c) {
-      cuts[k] = c;
-      place(k + 1, c + 1);
+    for (int c = 1; c <= left - (stages_left - 1); ++c) {
+      counts.push_back(c);
+      place(left - c);
+      counts.pop_back();
     }
   };
-  place(0, 1);
+  place(n);
+}
+
+// The smallest largest-stage cost over every way to cut, by brute force.
+double best_by_exhaustive_search(const std::vector<double>& costs, int stages) {
+  double best = std::numeric_limits<double>::infinity();
+  for_each_partition(static_cast<int>(costs.size()), stages, [&](const std::vector<int>& counts) {
+    const auto bounds = pipeline::stage_bounds(counts);
+    double worst = 0;
+    for (int s = 0; s < stages; ++s)
+      worst = std::max(
+          worst, std::accumulate(costs.begin() + bounds[s], costs.begin() + bounds[s + 1], 0.0));
+    best = std::min(best, worst);
+  });
   return best;
 }
 
@@ -158,7 +171,8 @@ TEST_F(PipelineGradients, MlpEqualsTheWholeModelOnTheWholeBatch) {
 TEST_F(PipelineGradients, LeNet5EqualsTheWholeModelOnTheWholeBatch) {
   const auto [x, y] = random_batch(12, 784);
   for (const auto& c : testing::pipeline_cases())
-    testing::expect_pipeline_matches(builder({.name = "lenet5"}), x, y, c, 1, testing::kPipelineTolerance);
+    testing::expect_pipeline_matches(builder({.name = "lenet5"}), x, y, c, 1,
+                                     testing::kPipelineTolerance);
 }
 
 // BatchNorm normalises each micro-batch by its own statistics (as torchgpipe): the reference
@@ -169,6 +183,86 @@ TEST_F(PipelineGradients, ResNet20EqualsTheWholeModelOnTheSameMicroBatches) {
   for (const auto& c : testing::pipeline_cases())
     testing::expect_pipeline_matches(builder({.name = "resnet20", .image_size = 8}), x, y, c,
                                      c.micro_batches, testing::kPipelineTolerance);
+}
+
+// The cost model's closed forms (cost_model.h, steps 1 to 4), on costs whose sums are exact
+// in binary, so that they are compared exactly.
+TEST(PipelineCostModel, ClosedForms) {
+  using pipeline::LayerCost;
+  // Equal stages, free links: the bubble model (m + S - 1) c.
+  for (int stages = 1; stages <= 4; ++stages)
+    for (int m = 1; m <= 8; ++m) {
+      const std::vector<LayerCost> layers(stages, LayerCost{.forward_s = 1, .backward_s = 2});
+      EXPECT_EQ(pipeline::predicted_step_s(layers, std::vector<int>(stages, 1), m, {}),
+                (m + stages - 1) * 3.0);
+    }
+  // Unequal stages and a link: 1 + 2 + 2 (0.125 + 512 / 4096) + (4 - 1) max(1, 2, 0.5).
+  const std::vector<LayerCost> two = {{.forward_s = 0.5, .backward_s = 0.5, .output_bytes = 512},
+                                      {.forward_s = 1, .backward_s = 1}};
+  const pipeline::Link link{.latency_s = 0.125, .bytes_per_s = 4096};
+  EXPECT_EQ(pipeline::predicted_step_s(two, {1, 1}, 4, link), 1 + 2 + 0.5 + 3 * 2.0);
+  // 4 replicas add the slowest stage's ring all-reduce: 2 (4 - 1) (0.125 + 8192 / 4 / 4096).
+  auto heavy = two;
+  heavy[0].parameter_bytes = 8192;
+  heavy[1].parameter_bytes = 4096;
+  EXPECT_EQ(pipeline::predicted_step_s(heavy, {1, 1}, 4, link, 4),
+            1 + 2 + 0.5 + 3 * 2.0 + 6 * (0.125 + 0.5));
+}
+
+// The planner's partition against every partition, on random costs, links and micro-batches.
+TEST(PipelineCostModel, ThePlannerFindsTheBestOfEveryPartition) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> seconds(0.01, 1), bytes(0, 4e6);
+  for (int trial = 0; trial < 300; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 9), stages = 1 + static_cast<int>(rng() % n);
+    const int m = 1 + static_cast<int>(rng() % 8);
+    std::vector<pipeline::LayerCost> layers(n);
+    for (auto& l : layers) l = {seconds(rng), 2 * seconds(rng), bytes(rng), bytes(rng)};
+    const pipeline::Link link{.latency_s = seconds(rng) / 100,
+                              .bytes_per_s = 1e7 + 1e8 * seconds(rng)};
+    double best = std::numeric_limits<double>::infinity();
+    for_each_partition(n, stages, [&](const std::vector<int>& counts) {
+      best = std::min(best, pipeline::predicted_step_s(layers, counts, m, link));
+    });
+    const auto plan = pipeline::best_partition(layers, stages, m, link);
+    EXPECT_EQ(plan.step_s, pipeline::predicted_step_s(layers, plan.counts, m, link));
+    // The same sums in another order: equal up to a few ulps.
+    EXPECT_NEAR(plan.step_s, best, 1e-12 * best) << n << " layers, " << stages << " stages";
+  }
+  EXPECT_THROW(pipeline::best_partition({{}, {}}, 3, 1, {}), ConfigError);
+}
+
+// Profiling measures every layer and leaves the model, its gradients, its BatchNorm
+// statistics and the random generator as they were (profile.h, step 4).
+TEST(PipelineProfile, MeasuresEveryLayerAndLeavesTheModelAsItWas) {
+  torch::manual_seed(8);
+  auto model =
+      nn::make_model({.name = "resnet20", .in_channels = 3, .image_size = 16, .num_classes = 10});
+  const auto tensors = model.tensors();
+  std::vector<torch::Tensor> buffers;
+  for (const auto& b : tensors.buffers) buffers.push_back(b.clone());
+  const auto input = torch::randn({4, 3, 16, 16});
+  const auto labels = torch::arange(4);
+  const auto rng = train::generator_state();
+  const auto costs = pipeline::profile_layers(
+      model.layers(), tensors, input,
+      [&](const torch::Tensor& out) { return torch::nn::functional::cross_entropy(out, labels); },
+      2);
+  ASSERT_EQ(costs.size(), 11u);  // the stem, nine blocks, the head
+  double parameter_bytes = 0;
+  for (const auto& c : costs) {
+    EXPECT_GT(c.forward_s, 0);
+    EXPECT_GT(c.backward_s, 0);
+    parameter_bytes += c.parameter_bytes;
+  }
+  EXPECT_EQ(costs.back().output_bytes, 4 * 10 * 4);  // 4 rows of 10 float32 logits
+  double expected_bytes = 0;
+  for (const auto& p : tensors.parameters) expected_bytes += 4.0 * p.numel();
+  EXPECT_EQ(parameter_bytes, expected_bytes);
+  for (const auto& p : tensors.parameters) EXPECT_FALSE(p.grad().defined());
+  for (std::size_t i = 0; i < buffers.size(); ++i)
+    EXPECT_TRUE(torch::equal(tensors.buffers[i], buffers[i])) << tensors.buffer_names[i];
+  EXPECT_EQ(train::generator_state(), rng);
 }
 
 TEST(PipelineLayers, AModelThatIsNoSequenceIsRefused) {

@@ -19,19 +19,23 @@ const std::vector<std::string>& strategy_names() {
   return names;
 }
 
-// parallel.partition: "balanced" (by parameter count), or the layer count of each stage.
+// parallel.partition: "balanced" (by parameter count), "profile" (by measured time), or the
+// layer count of each stage.
 config::KeySpec<TrainConfig> partition_key() {
   auto spec = config::Keys<TrainConfig>::int_list_key("parallel", "partition", 1, 1,
                                                       CONFIG_FIELD(parallel.partition));
-  spec.expected = "\"balanced\" or an array of layer counts >= 1, one per stage";
+  spec.expected = "\"balanced\", \"profile\" or an array of layer counts >= 1, one per stage";
   spec.assign = [list = spec.assign](const toml::node& node, TrainConfig& c) {
-    if (node.value_exact<std::string>() == "balanced") {
+    const auto rule = node.value_exact<std::string>();
+    c.parallel.partition_by_profile = rule == "profile";
+    if (rule == "balanced" || rule == "profile") {
       c.parallel.partition.clear();
       return true;
     }
     return list(node, c);
   };
   spec.print = [list = spec.print](const TrainConfig& c) {
+    if (c.parallel.partition_by_profile) return std::string("\"profile\"");
     return c.parallel.partition.empty() ? std::string("\"balanced\"") : list(c);
   };
   return spec;

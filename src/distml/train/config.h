@@ -72,7 +72,8 @@ struct ParallelConfig {
   std::int64_t micro_batches = 4;         // per step, per replica
   std::string schedule = "1f1b";          // gpipe | 1f1b
   bool recompute = false;                 // gpipe: re-compute activations in the backward
-  std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters
+  std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters,
+  bool partition_by_profile = false;      // or (parallel.partition = "profile") by time
   std::int64_t tensor = 1;                // ranks each stage's Linear pairs are split over
 };
 

@@ -19,7 +19,9 @@
 #include "distml/train/model_export.h"
 #include "distml/train/optimizer_factory.h"
 #include "distml/train/pipeline/grid.h"
+#include "distml/train/pipeline/partition.h"
 #include "distml/train/pipeline/pipeline_stage.h"
+#include "distml/train/pipeline/profile.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/strategy_factory.h"
 #include "distml/train/tensor_parallel/split_layers.h"
@@ -117,6 +119,39 @@ std::optional<pipeline::Grid> agreed_grid(const TrainConfig& config, comm::Commu
   return pipeline::make_grid(world, stages, tensor);
 }
 
+// parallel.partition = "profile": the layers measured on every rank on one micro-batch of
+// the training rows (pipeline/profile.h), averaged, then cut to balance forward + backward
+// time.
+std::vector<std::int64_t> profiled_counts(const TrainConfig& c, int stages,
+                                          comm::Communicator& world, const nn::Model& model,
+                                          const TaskData& data) {
+  const auto micro = (c.train.batch_size + c.parallel.micro_batches - 1) / c.parallel.micro_batches;
+  const auto rows =
+      std::min<std::int64_t>(micro, static_cast<std::int64_t>(data.train.num_samples));
+  if (rows == 0)
+    throw ConfigError(cat(c.origin("parallel.partition"),
+                          ": parallel.partition = \"profile\" needs training rows on every rank"));
+  const Objective objective(c, data, model);
+  const auto sample = rows_of(data.train, 0, rows);
+  auto costs = pipeline::profile_layers(
+      model.layers(), model.tensors(), objective.model_input(sample),
+      [&](const torch::Tensor& out) { return objective.mean_loss_of(out, sample); });
+  pipeline::average_over_ranks(costs, world);
+  std::vector<double> seconds;
+  for (const auto& l : costs) seconds.push_back(l.forward_s + l.backward_s);
+  const auto counts = pipeline::balanced_partition(seconds, stages);
+  return {counts.begin(), counts.end()};
+}
+
+// The layer counts of the stages: the config's list; empty to balance parameters.
+std::vector<std::int64_t> stage_counts(const TrainConfig& c, const pipeline::Grid& grid,
+                                       comm::Communicator& world, const nn::Model& model,
+                                       const TaskData& data) {
+  if (grid.stages == 1) return {};
+  if (c.parallel.partition_by_profile) return profiled_counts(c, grid.stages, world, model, data);
+  return c.parallel.partition;
+}
+
 // With tensor ranks, this stage's layers split over them.
 std::optional<tensor_parallel::SplitLayers> split_of(const TrainConfig& c,
                                                      const pipeline::Grid& grid,
@@ -176,8 +211,8 @@ struct Trainer::State {
   TrainConfig config;
   comm::Communicator& world;  // every rank of the run
   nn::Model model;
-  std::optional<pipeline::Grid> grid;          // with pipeline stages
-  std::optional<pipeline::StageOfModel> part;  // then: this stage's layers
+  std::optional<pipeline::Grid> grid;                 // with pipeline stages
+  std::optional<pipeline::StageOfModel> part;         // then: this stage's layers
   std::optional<tensor_parallel::SplitLayers> split;  // with tensor ranks: them split
   std::unique_ptr<pipeline::PipelineStage> stage;
   std::unique_ptr<Strategy> strategy;  // among the replicas (of this stage, in a pipeline)
@@ -198,8 +233,7 @@ struct Trainer::State {
         model(seeded_model(model_options(c, d), c.train.seed, scalar_type(c.train.dtype))),
         grid(agreed_grid(c, world)),
         part(grid ? std::optional(pipeline::cut_model(
-                        model, grid->stages > 1 ? c.parallel.partition : std::vector<std::int64_t>{},
-                        grid->stages, grid->stage))
+                        model, stage_counts(c, *grid, world, model, d), grid->stages, grid->stage))
                   : std::nullopt),
         split(grid ? split_of(c, *grid, *part, model) : std::nullopt),
         stage(grid ? stage_of(c, *grid, *part, split) : nullptr),
@@ -342,9 +376,9 @@ struct Trainer::State {
   }
 };
 
-Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data)
-    : s_(std::make_unique<State>(config, comm, data)) {
-  torch::set_num_threads(static_cast<int>(config.train.threads));
+Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data) {
+  torch::set_num_threads(static_cast<int>(config.train.threads));  // before a profile
+  s_ = std::make_unique<State>(config, comm, data);
   if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
   s_->strategy->setup(s_->trained_tensors());
 }
