@@ -59,8 +59,8 @@ Partition best_partition(const std::vector<LayerCost>& layers, int stages, int m
                          const Link& link, int replicas) {
   const int n = static_cast<int>(layers.size());
   if (stages < 1 || n < stages)
-    throw ConfigError(cat(stages, " pipeline stages need at least as many layers; the model has ",
-                          n));
+    throw ConfigError(
+        cat(stages, " pipeline stages need at least as many layers; the model has ", n));
   const Prefix prefix(layers);
   auto compute = [&](int i, int j) { return prefix.compute[j] - prefix.compute[i]; };
   // Every stage's and link's cost that could be the bottleneck.

@@ -14,14 +14,16 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-double bytes_of(const torch::Tensor& t) { return static_cast<double>(t.numel() * t.element_size()); }
+double bytes_of(const torch::Tensor& t) {
+  return static_cast<double>(t.numel() * t.element_size());
+}
 
 }  // namespace
 
-std::vector<LayerCost> profile_layers(const std::vector<nn::Layer>& layers,
-                                      const nn::ModelTensors& tensors, const torch::Tensor& input,
-                                      const std::function<torch::Tensor(const torch::Tensor&)>& loss,
-                                      int reps) {
+std::vector<LayerCost> profile_layers(
+    const std::vector<nn::Layer>& layers, const nn::ModelTensors& tensors,
+    const torch::Tensor& input, const std::function<torch::Tensor(const torch::Tensor&)>& loss,
+    int reps) {
   const std::size_t n = layers.size();
   std::vector<LayerCost> costs(n);
   std::vector<std::vector<double>> forward(n), backward(n);

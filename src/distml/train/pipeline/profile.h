@@ -26,10 +26,10 @@ namespace distml::train::pipeline {
 
 /// `layers` (with their `tensors`) measured on `input`, one micro-batch; `loss` maps the last
 /// output to the scalar loss.
-std::vector<LayerCost> profile_layers(const std::vector<nn::Layer>& layers,
-                                      const nn::ModelTensors& tensors, const torch::Tensor& input,
-                                      const std::function<torch::Tensor(const torch::Tensor&)>& loss,
-                                      int reps = 5);
+std::vector<LayerCost> profile_layers(
+    const std::vector<nn::Layer>& layers, const nn::ModelTensors& tensors,
+    const torch::Tensor& input, const std::function<torch::Tensor(const torch::Tensor&)>& loss,
+    int reps = 5);
 
 /// Collective over `comm`: every rank's measurements averaged, so that every rank plans the
 /// same from them.
