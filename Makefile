@@ -45,6 +45,7 @@ bench: build data
 	bash bench/strategies.sh
 	bash bench/user_models.sh
 	bash bench/pipeline.sh
+	bash bench/plan.sh
 	bash bench/rl.sh
 	/usr/bin/python3 bench/ml_speed.py
 	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full

@@ -13,6 +13,9 @@
 #                           grid that does not fit the ranks and models that cannot be split
 #                           are refused
 #   pipeline-stall ENGINE   a stopped stage ends the other with an error naming both, in time
+#   plan                    distml plan over 2 local ranks: every candidate cuts the model
+#                           whole, the chosen one is the fastest predicted, --measure trains
+#                           it; bad options exit with 2
 set -uo pipefail
 distml=$1 scenario=$2
 shift 2
@@ -194,6 +197,30 @@ PY
     expect 2 "model \"resnet20\" has no pair of consecutive Linear layers" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.tensor=2 --set model.name=resnet20
+    ;;
+  plan)
+    out=$("$distml" plan --config "$dir/lenet.toml" --engine local --np 2 --json \
+      --micro-batches auto --measure --measure-steps 3 --reps 1) || fail "plan failed: $out"
+    "$python" - "$out" <<'PY' || fail "plan: $out"
+import json, sys
+plan, done = (json.loads(l) for l in sys.argv[1].splitlines()[-2:])
+assert plan["event"] == "plan" and done["event"] == "done", (plan, done)
+cands = plan["candidates"]
+assert {c["stages"] for c in cands} == {1, 2}, cands
+for c in cands:
+    assert len(c["partition"]) == c["stages"] and sum(c["partition"]) == 5, c
+    assert c["stages"] * c["replicas"] == 2 and c["predicted_step_s"] > 0, c
+best = max(cands, key=lambda c: c["predicted_samples_per_s"])
+assert done["chosen"] == best, (done["chosen"], best)
+assert done["measured_step_s"] > 0 and plan["link_measured"], done
+print("ok: plan chose", best, "measured", done["measured_step_s"])
+PY
+    expect 2 "--latency-us and --bandwidth-mbps go together" \
+      "$distml" plan --config "$dir/lenet.toml" --engine local --latency-us 5
+    expect 2 "3 stages do not divide the 2 ranks" \
+      "$distml" plan --config "$dir/lenet.toml" --engine local --np 2 --stages 3
+    expect 2 "--micro-batches: expected \"auto\" or counts >= 1" \
+      "$distml" plan --config "$dir/lenet.toml" --engine local --micro-batches 0,4
     ;;
   pipeline-stall)
     engine=$1

@@ -16,6 +16,7 @@
 #include "distml/train/pipeline/partition.h"
 #include "distml/train/pipeline/profile.h"
 #include "distml/train/pipeline/schedule.h"
+#include "distml/train/pipeline/simulate.h"
 #include "pipeline_fixture.h"
 
 namespace distml::train {
@@ -207,6 +208,32 @@ TEST(PipelineCostModel, ClosedForms) {
   heavy[1].parameter_bytes = 4096;
   EXPECT_EQ(pipeline::predicted_step_s(heavy, {1, 1}, 4, link, 4),
             1 + 2 + 0.5 + 3 * 2.0 + 6 * (0.125 + 0.5));
+}
+
+// The simulation (simulate.h) against what can be worked out by hand, on costs exact in binary.
+TEST(PipelineSimulation, AgreesWithTheClosedForms) {
+  using pipeline::LayerCost;
+  for (const std::string schedule : {"gpipe", "1f1b"})
+    for (int stages = 1; stages <= 4; ++stages)
+      for (int m = 1; m <= 8; ++m) {
+        // Equal stages on a core each, free links: the bubble model (m + S - 1)(f + b).
+        const std::vector<LayerCost> layers(stages, LayerCost{.forward_s = 1, .backward_s = 2});
+        EXPECT_EQ(pipeline::simulated_step_s(layers, std::vector<int>(stages, 1), m, schedule, {}),
+                  (m + stages - 1) * 3.0)
+            << schedule << ", " << stages << " stages, " << m << " micro-batches";
+      }
+  // One micro-batch through 2 stages and a link of 0.25 s each way: the closed form's
+  // 1 + 0.25 + 1 + 1 + 0.25 + 1, then each stage's update (0.5) at once.
+  const std::vector<LayerCost> two = {
+      {.forward_s = 1, .backward_s = 1, .output_bytes = 1024, .update_s = 0.5},
+      {.forward_s = 1, .backward_s = 1, .update_s = 0.5}};
+  const pipeline::Link link{.latency_s = 0.125, .bytes_per_s = 8192};
+  EXPECT_EQ(pipeline::simulated_step_s(two, {1, 1}, 1, "gpipe", link), 4.5 + 0.5);
+  EXPECT_EQ(pipeline::predicted_step_s(two, {1, 1}, 1, link), 4.5);
+  // Sharing: one stage on half a core, keeping half its speed when oversubscribed, takes 4x.
+  EXPECT_EQ(pipeline::simulated_step_s(two, {2}, 1, "1f1b", link,
+                                       {.available = 0.5, .sharing_efficiency = 0.5}),
+            4 * 5.0);
 }
 
 // The planner's partition against every partition, on random costs, links and micro-batches.

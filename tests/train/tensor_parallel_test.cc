@@ -78,8 +78,7 @@ nn::Model seeded(const nn::ModelOptions& options) {
 
 // One SGD step on the whole model, and on its split over T ranks: the same output, and after
 // the step and the gather, the same weights.
-void expect_split_matches(const nn::ModelOptions& options, const torch::Tensor& x,
-                          int pairs) {
+void expect_split_matches(const nn::ModelOptions& options, const torch::Tensor& x, int pairs) {
   const auto labels = torch::arange(x.size(0)) % 5;
   constexpr double kLr = 0.1;
   auto whole = seeded(options);

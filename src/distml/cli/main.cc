@@ -8,6 +8,7 @@
 #include "distml/core/version.h"
 #include "fit.h"
 #include "launch.h"
+#include "plan.h"
 #include "rl.h"
 #include "train.h"
 
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   distml::cli::add_launch_command(app);
   distml::cli::add_bench_command(app, argc, argv);
   distml::cli::add_train_command(app, argc, argv);
+  distml::cli::add_plan_command(app, argc, argv);
   distml::cli::add_fit_commands(app, argc, argv);
   distml::cli::add_rl_command(app, argc, argv);
   try {

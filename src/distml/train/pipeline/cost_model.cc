@@ -39,7 +39,7 @@ double predicted_step_s(const std::vector<LayerCost>& layers, const std::vector<
                         int micro_batches, const Link& link, int replicas) {
   const Prefix prefix(layers);
   const auto bounds = stage_bounds(counts);
-  double sum = 0, bottleneck = 0, slowest_allreduce = 0;
+  double sum = 0, bottleneck = 0;
   for (std::size_t s = 0; s < counts.size(); ++s) {
     const double compute = prefix.compute[bounds[s + 1]] - prefix.compute[bounds[s]];
     sum += compute;
@@ -49,10 +49,21 @@ double predicted_step_s(const std::vector<LayerCost>& layers, const std::vector<
       sum += k;
       bottleneck = std::max(bottleneck, k);
     }
-    const double params = prefix.parameters[bounds[s + 1]] - prefix.parameters[bounds[s]];
-    slowest_allreduce = std::max(slowest_allreduce, allreduce_s(params, replicas, link));
   }
-  return sum + (micro_batches - 1) * bottleneck + slowest_allreduce;
+  return sum + (micro_batches - 1) * bottleneck +
+         slowest_allreduce_s(layers, counts, link, replicas);
+}
+
+double slowest_allreduce_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts,
+                           const Link& link, int replicas) {
+  const Prefix prefix(layers);
+  const auto bounds = stage_bounds(counts);
+  double slowest = 0;
+  for (std::size_t s = 0; s < counts.size(); ++s)
+    slowest = std::max(slowest,
+                       allreduce_s(prefix.parameters[bounds[s + 1]] - prefix.parameters[bounds[s]],
+                                   replicas, link));
+  return slowest;
 }
 
 Partition best_partition(const std::vector<LayerCost>& layers, int stages, int micro_batches,

@@ -34,6 +34,7 @@ struct LayerCost {
   double forward_s = 0, backward_s = 0;  // (the last layer's include the loss)
   double output_bytes = 0;               // its output for one micro-batch
   double parameter_bytes = 0;
+  double update_s = 0;  // a momentum SGD update of its parameters (simulate.h; once per step)
 };
 
 struct Link {
@@ -44,6 +45,10 @@ struct Link {
 /// Predicted seconds of one step (steps 1 to 4 above) of `layers` cut by `counts`.
 double predicted_step_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts,
                         int micro_batches, const Link& link, int replicas = 1);
+
+/// Step 4 alone: the slowest stage's ring all-reduce over `replicas` (0 for one).
+double slowest_allreduce_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts,
+                           const Link& link, int replicas);
 
 struct Partition {
   std::vector<int> counts;  // layers per stage

@@ -26,7 +26,9 @@ struct Grid {
                                                  // replica; rank = replica
   std::unique_ptr<comm::Communicator> tensor;    // this stage's tensor ranks; rank = tensor_rank
   /// The world rank of `stage` in this rank's pipeline, for messages.
-  int world_rank_of_stage(int s) const { return (replica * stages + s) * tensor_ranks + tensor_rank; }
+  int world_rank_of_stage(int s) const {
+    return (replica * stages + s) * tensor_ranks + tensor_rank;
+  }
 };
 
 /// Collective over `world`, whose size must be a multiple of stages x tensor_ranks.

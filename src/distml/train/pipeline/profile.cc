@@ -26,7 +26,12 @@ std::vector<LayerCost> profile_layers(
     int reps) {
   const std::size_t n = layers.size();
   std::vector<LayerCost> costs(n);
-  std::vector<std::vector<double>> forward(n), backward(n);
+  std::vector<std::vector<double>> forward(n), backward(n), update(n);
+  // 3. Copies to update: the parameters, and a momentum buffer per parameter.
+  std::vector<std::vector<std::pair<torch::Tensor, torch::Tensor>>> copies(n);
+  for (std::size_t l = 0; l < n; ++l)
+    for (const auto& p : nn::select_modules(tensors, layers[l].modules).parameters)
+      copies[l].emplace_back(p.detach().clone(), torch::zeros_like(p));
   // 4. What the passes would move.
   const std::string rng = generator_state();
   std::vector<torch::Tensor> buffers;
@@ -56,12 +61,22 @@ std::vector<LayerCost> profile_layers(
       if (rep > 0) backward[l].push_back(seconds_since(start) + (l + 1 == n ? loss_s : 0));
       grad = inputs[l].grad();
     }
+    for (std::size_t l = 0; l < n; ++l) {
+      torch::NoGradGuard no_grad;
+      start = Clock::now();
+      for (auto& [param, momentum] : copies[l]) {
+        momentum.mul_(0.9).add_(param);  // stands in for the gradient: the same memory traffic
+        param.add_(momentum, -1e-3);
+      }
+      if (rep > 0) update[l].push_back(seconds_since(start));
+    }
     if (rep == reps)
       for (std::size_t l = 0; l < n; ++l) costs[l].output_bytes = bytes_of(outputs[l]);
   }
   for (std::size_t l = 0; l < n; ++l) {
     costs[l].forward_s = median(forward[l]);
     costs[l].backward_s = median(backward[l]);
+    costs[l].update_s = median(update[l]);
     for (const auto& p : nn::select_modules(tensors, layers[l].modules).parameters)
       costs[l].parameter_bytes += bytes_of(p);
   }
@@ -72,14 +87,33 @@ std::vector<LayerCost> profile_layers(
   return costs;
 }
 
-void average_over_ranks(std::vector<LayerCost>& costs, comm::Communicator& comm) {
-  std::vector<double> flat;
+namespace {
+
+std::vector<double> flat(const std::vector<LayerCost>& costs) {
+  std::vector<double> out;
   for (const auto& c : costs)
-    flat.insert(flat.end(), {c.forward_s, c.backward_s, c.output_bytes, c.parameter_bytes});
-  comm.allreduce(comm::Buffer{flat.data(), flat.size(), comm::DType::f64},
-                 {.op = comm::ReduceOp::avg});
+    out.insert(out.end(),
+               {c.forward_s, c.backward_s, c.output_bytes, c.parameter_bytes, c.update_s});
+  return out;
+}
+
+void unflat(const std::vector<double>& v, std::vector<LayerCost>& costs) {
   for (std::size_t i = 0; i < costs.size(); ++i)
-    costs[i] = {flat[4 * i], flat[4 * i + 1], flat[4 * i + 2], flat[4 * i + 3]};
+    costs[i] = {v[5 * i], v[5 * i + 1], v[5 * i + 2], v[5 * i + 3], v[5 * i + 4]};
+}
+
+}  // namespace
+
+void average_over_ranks(std::vector<LayerCost>& costs, comm::Communicator& comm) {
+  auto v = flat(costs);
+  comm.allreduce(comm::Buffer{v.data(), v.size(), comm::DType::f64}, {.op = comm::ReduceOp::avg});
+  unflat(v, costs);
+}
+
+void share_rank0s(std::vector<LayerCost>& costs, comm::Communicator& comm) {
+  auto v = flat(costs);
+  comm.broadcast(comm::Buffer{v.data(), v.size(), comm::DType::f64}, 0);
+  unflat(v, costs);
 }
 
 }  // namespace distml::train::pipeline

@@ -7,7 +7,8 @@
 //  2. The loss runs on the last output and back-propagates to it; its time joins the last
 //     layer's backward. Then each layer back-propagates the gradient of its output, last to
 //     first.
-//  3. One warm-up pass, then `reps` timed ones; each time is the median of its layer's.
+//  3. A momentum SGD update of each layer's parameters (on copies) is timed too.
+//     One warm-up pass, then `reps` timed ones; each time is the median of its layer's.
 //  4. Nothing the run depends on moves: the gradients are cleared, and the buffers (BatchNorm
 //     statistics) and the random generator (dropout) are put back.
 #pragma once
@@ -34,5 +35,8 @@ std::vector<LayerCost> profile_layers(
 /// Collective over `comm`: every rank's measurements averaged, so that every rank plans the
 /// same from them.
 void average_over_ranks(std::vector<LayerCost>& costs, comm::Communicator& comm);
+/// Collective over `comm`: rank 0's measurements on every rank (`costs` must have as many
+/// layers everywhere).
+void share_rank0s(std::vector<LayerCost>& costs, comm::Communicator& comm);
 
 }  // namespace distml::train::pipeline

@@ -1,0 +1,15 @@
+// The model a run trains, as every rank builds it: the same seed gives the same weights.
+#pragma once
+
+#include "distml/nn/model_registry.h"
+#include "distml/train/config.h"
+#include "distml/train/task_data.h"
+
+namespace distml::train {
+
+/// The configured model, completed from the data (classes, input shape, vocabulary), its
+/// weights drawn from train.seed in float32 and converted to train.dtype. ConfigError when
+/// model.layers does not fit the data.
+nn::Model build_model(const TrainConfig& config, const TaskData& data);
+
+}  // namespace distml::train

@@ -1,0 +1,40 @@
+// A pipeline step played out op by op: the step time of a partition under a schedule, on
+// ranks that may share cores. `distml plan` predicts with it; the closed form of
+// cost_model.h, which the partition search minimises, is its special case of equal stages
+// on a core each.
+//
+// The simulation, step by step:
+//  1. Each stage runs its ops in its schedule's order (schedule.h): the forward of
+//     micro-batch i takes the sum of its layers' forward times, the backward the sum of their
+//     backward times; after the last, the optimizer's update of its parameters.
+//  2. A forward waits for the previous stage's forward of the same micro-batch plus the
+//     link's one-way time (latency + the activations' bytes / bandwidth); a backward waits for
+//     the next stage's backward of it plus the same (the last stage's follows its own forward).
+//  3. The stages that compute at the same moment share the pipeline's cores equally: each
+//     runs at min(1, cores / (busy stages x threads)) of its measured speed (processor
+//     sharing, as the kernel's scheduler roughly gives it), times the measured sharing
+//     efficiency when they are more than the cores (switching between processes costs). The
+//     clock advances from one event (an op ends, an op's input arrives) to the next.
+//  4. The step ends with the last op, then the slowest stage's ring all-reduce across the
+//     replicas (cost_model.h, step 4).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "distml/train/pipeline/cost_model.h"
+
+namespace distml::train::pipeline {
+
+struct Cores {
+  double available = 1e300;       // cores the pipeline's ranks share (its share of its host's)
+  int threads = 1;                // per rank, as the layers were measured with
+  double sharing_efficiency = 1;  // speed kept when more threads than cores compute (step 3)
+};
+
+/// Seconds of one step of `layers` cut by `counts` under `schedule`.
+double simulated_step_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts,
+                        int micro_batches, const std::string& schedule, const Link& link,
+                        const Cores& cores = {}, int replicas = 1);
+
+}  // namespace distml::train::pipeline

@@ -1,0 +1,165 @@
+#include "distml/train/plan.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <thread>
+
+#include "distml/core/clock.h"
+#include "distml/core/error.h"
+#include "distml/core/fnv1a.h"
+#include "distml/train/model_setup.h"
+#include "distml/train/objective.h"
+#include "distml/train/pipeline/profile.h"
+#include "distml/train/pipeline/simulate.h"
+
+namespace distml::train {
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// Half the median round trip of `bytes` between ranks 0 and 1 (others return 0).
+double one_way_s(comm::Communicator& world, std::size_t bytes, int reps) {
+  std::vector<std::uint8_t> payload(bytes);
+  const comm::Buffer buffer{payload.data(), payload.size(), comm::DType::u8};
+  std::vector<double> trips;
+  for (int r = 0; r <= reps; ++r) {  // the first warms up
+    const auto start = Clock::now();
+    if (world.rank() == 0) {
+      world.send(buffer, 1, 0);
+      world.recv(buffer, 1, 0);
+    } else if (world.rank() == 1) {
+      world.recv(buffer, 0, 0);
+      world.send(buffer, 0, 0);
+    }
+    if (r > 0) trips.push_back(seconds_since(start));
+  }
+  return median(trips) / 2;
+}
+
+// Step 2: rank 0's measurement, shared.
+pipeline::Link measured_link(comm::Communicator& world) {
+  constexpr std::size_t kLarge = 4 << 20;
+  double v[2] = {0, 0};
+  if (world.rank() < 2) {
+    v[0] = one_way_s(world, 8, 50);
+    v[1] = kLarge / std::max(1e-12, one_way_s(world, kLarge, 10) - v[0]);
+  }
+  world.broadcast(comm::Buffer{v, 2, comm::DType::f64}, 0);
+  return {v[0], v[1]};
+}
+
+// Step 3: each rank's share of its host's cores (the smallest over the hosts).
+double cores_per_rank(comm::Communicator& world) {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  Fnv1a hash;
+  hash.mix(name, std::strlen(name));
+  const auto mine = static_cast<std::int64_t>(hash.value());
+  std::vector<std::int64_t> hosts(world.size());
+  world.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64},
+                  comm::Buffer{hosts.data(), hosts.size(), comm::DType::i64});
+  const auto here = std::count(hosts.begin(), hosts.end(), mine);
+  double share = std::max(1u, std::thread::hardware_concurrency()) / static_cast<double>(here);
+  world.allreduce(comm::Buffer{&share, 1, comm::DType::f64}, {.op = comm::ReduceOp::min});
+  return share;
+}
+
+}  // namespace
+
+Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicator& world,
+               const PlanOptions& options) {
+  const auto model = build_model(config, data);
+  const auto layers = model.layers();
+  const Objective objective(config, data, model);
+  Plan plan;
+  for (const auto& l : layers) plan.layer_names.push_back(l.name);
+  plan.cores_per_rank = cores_per_rank(world);
+  // 1. The layers' costs per micro-batch size, measured once each by rank 0 alone.
+  auto profile_at = [&](std::int64_t rows) {
+    const auto sample =
+        rows_of(data.train, 0, std::min<std::int64_t>(rows, data.train.num_samples));
+    return pipeline::profile_layers(
+        layers, model.tensors(), objective.model_input(sample),
+        [&](const torch::Tensor& out) { return objective.mean_loss_of(out, sample); },
+        options.reps);
+  };
+  std::map<std::int64_t, std::vector<pipeline::LayerCost>> measured;
+  auto costs_at = [&](std::int64_t rows) -> const std::vector<pipeline::LayerCost>& {
+    auto& costs = measured[rows];
+    if (!costs.empty()) return costs;
+    costs.resize(layers.size());
+    if (world.rank() == 0) costs = profile_at(rows);
+    pipeline::share_rank0s(costs, world);
+    return costs;
+  };
+  // Step 3's sharing efficiency: when the ranks' threads outnumber the cores, every rank
+  // measures at once, and the efficiency is the ideal slowdown over the one measured.
+  const auto threads = static_cast<int>(config.train.threads);
+  const double oversubscribed = threads / plan.cores_per_rank;
+  if (oversubscribed > 1) {
+    const std::int64_t rows = config.train.batch_size;
+    auto together = profile_at(rows);
+    pipeline::average_over_ranks(together, world);
+    const auto compute = [](const std::vector<pipeline::LayerCost>& costs) {
+      double sum = 0;
+      for (const auto& c : costs) sum += c.forward_s + c.backward_s;
+      return sum;
+    };
+    plan.sharing_efficiency =
+        std::min(1.0, compute(costs_at(rows)) * oversubscribed / compute(together));
+  }
+  // 2.
+  plan.link_measured = !options.link && world.size() > 1;
+  plan.link = options.link         ? *options.link
+              : plan.link_measured ? measured_link(world)
+                                   : pipeline::Link{};
+  // 3.
+  std::vector<int> stages = options.stages;
+  if (stages.empty())
+    for (int s = 1; s <= world.size(); ++s)
+      if (world.size() % s == 0 && s <= static_cast<int>(layers.size())) stages.push_back(s);
+  std::vector<int> micro = options.micro_batches;
+  if (micro.empty()) micro = {static_cast<int>(config.parallel.micro_batches)};
+  const std::int64_t batch = config.train.batch_size;
+  for (int s : stages) {
+    if (world.size() % s != 0)
+      throw ConfigError(cat(s, " stages do not divide the ", world.size(), " ranks"));
+    for (int m : s == 1 ? std::vector<int>{1} : micro) {
+      if (m > batch) continue;
+      const auto& costs = costs_at((batch + m - 1) / m);
+      GridPlan g{.stages = s, .replicas = world.size() / s, .micro_batches = m};
+      g.counts = pipeline::best_partition(costs, s, m, plan.link, g.replicas).counts;
+      const pipeline::Cores cores{.available = plan.cores_per_rank * s,
+                                  .threads = threads,
+                                  .sharing_efficiency = plan.sharing_efficiency};
+      g.step_s = pipeline::simulated_step_s(costs, g.counts, m, config.parallel.schedule, plan.link,
+                                            cores, g.replicas);
+      g.samples_per_s = g.replicas * batch / g.step_s;
+      plan.candidates.push_back(g);
+      if (g.samples_per_s > plan.best.samples_per_s) {
+        plan.best = g;
+        plan.layers = costs;
+      }
+    }
+  }
+  if (plan.candidates.empty())
+    throw ConfigError(
+        cat("no grid to plan: the micro-batch counts exceed train.batch_size = ", batch));
+  return plan;
+}
+
+std::vector<std::string> plan_overrides(const GridPlan& plan) {
+  std::string counts;
+  for (int c : plan.counts) counts += cat(counts.empty() ? "" : ",", c);
+  return {cat("parallel.pipeline_stages=", plan.stages),
+          cat("parallel.micro_batches=", plan.micro_batches),
+          cat("parallel.partition=[", counts, "]")};
+}
+
+}  // namespace distml::train
