@@ -143,7 +143,7 @@ PY
     shift
     (($# > 0)) || set -- gpipe 1f1b recompute profile tensor grid
     run() { "$distml" train --config "$dir/lenet.toml" --engine "$engine" --json \
-      --set train.dtype=float64 "$@" | tail -n 1; }
+      --set train.dtype=float64 "$@" | tee "$dir/run.jsonl" | tail -n 1; }
     plain=$(run --np 2) || fail "plain data parallelism failed: $plain"
     for split in "$@"; do
       stages=2 tensor=1 schedule=1f1b recompute=false partition='"balanced"'
@@ -167,10 +167,15 @@ PY
       # loss per step. The 8 steps move the test loss by 1e-5 of itself (measured against
       # lr = 1e-12), so 1e-9 is far above rounding and far below what a micro-batch weighted
       # wrong, or a slice's updates lost, would change.
-      "$python" - "$plain" "$out" "$stages" "$tensor" <<'PY' || fail "split $split differs from plain data parallelism"
+      "$python" - "$plain" "$out" "$stages" "$tensor" "$dir/run.jsonl" <<'PY' || fail "split $split differs from plain data parallelism"
 import json, sys
 plain, piped = (json.loads(a) for a in sys.argv[1:3])
 stages, tensor = (int(a) for a in sys.argv[3:5])
+# Each step's time per stage, in the stage_steps events (--json).
+events = [json.loads(l) for l in open(sys.argv[5])]
+timed = [s for e in events if e["event"] == "stage_steps" for s in e["steps"]]
+assert [s["step"] for s in timed] == list(range(1, 9)), timed
+assert all(len(s["compute_s"]) == len(s["wait_s"]) == stages for s in timed), timed
 p = piped["pipeline"]
 assert piped["steps"] == 8 and p["replicas"] == 2, piped
 assert p["stages"] == stages and p["tensor"] == tensor, p

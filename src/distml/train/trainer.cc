@@ -173,6 +173,7 @@ struct Trainer::State {
   double base_lr;
   std::unique_ptr<torch::optim::Optimizer> optimizer;  // over what this rank trains
   pipeline::StageStats stage_totals;  // summed over the run's steps (peaks: the largest)
+  std::vector<double> window_stage_times;  // since the last step event: compute, wait per step
   std::int64_t global_step = 0;
 
   State(const TrainConfig& c, comm::Communicator& world, const TaskData& d)
@@ -244,6 +245,8 @@ struct Trainer::State {
         [&](bool last) { strategy->before_backward(last); });
     if (world.rank() == config.train.slow_rank) straggle(stage->stats().compute_seconds);
     pipeline::accumulate(stage_totals, stage->stats());
+    window_stage_times.insert(window_stage_times.end(),
+                              {stage->stats().compute_seconds, stage->stats().wait_seconds});
     strategy->before_optimizer_step();
     strategy->optimizer_step(*optimizer);
     strategy->after_optimizer_step(*optimizer, global_step + 1);
@@ -420,6 +423,12 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
                     {"comm_time_s", result.comm_time_s},
                     {"overlap_fraction",
                      result.comm_time_s > 0 ? overlapped / result.comm_time_s : 0.0}});
+        if (s.grid) {  // each step's time per stage, so that the bubbles can be plotted
+          const auto e = pipeline::stage_steps(s.window_stage_times, *s.grid,
+                                               s.global_step - window_steps + 1);
+          if (reporter && on_event) on_event(e);
+          s.window_stage_times.clear();
+        }
         window_loss = 0;
         window_steps = 0;
         window_start = Clock::now();

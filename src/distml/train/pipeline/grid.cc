@@ -83,4 +83,23 @@ nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const St
           {"per_stage", stages}};
 }
 
+nlohmann::json stage_steps(const std::vector<double>& mine, const Grid& grid,
+                           std::int64_t first_step) {
+  std::vector<double> all(mine.size() * grid.stages);
+  grid.pipeline->allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
+                           comm::Buffer{all.data(), all.size(), comm::DType::f64});
+  nlohmann::json steps = nlohmann::json::array();
+  for (std::size_t k = 0; 2 * k < mine.size(); ++k) {
+    std::vector<double> compute, wait;
+    for (int s = 0; s < grid.stages; ++s) {
+      compute.push_back(all[s * mine.size() + 2 * k]);
+      wait.push_back(all[s * mine.size() + 2 * k + 1]);
+    }
+    steps.push_back({{"step", first_step + static_cast<std::int64_t>(k)},
+                     {"compute_s", compute},
+                     {"wait_s", wait}});
+  }
+  return {{"event", "stage_steps"}, {"steps", steps}};
+}
+
 }  // namespace distml::train::pipeline

@@ -56,4 +56,10 @@ void share_stages(const StageOfModel& part, comm::Communicator& pipeline);
 /// bytes sent, peak micro-batches and activation bytes), for the done line.
 nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part);
 
+/// Collective over the pipeline: the "stage_steps" event of steps first_step, first_step + 1,
+/// ..., each with every stage's compute and wait seconds; `mine` holds this stage's, a
+/// (compute, wait) pair per step.
+nlohmann::json stage_steps(const std::vector<double>& mine, const Grid& grid,
+                           std::int64_t first_step);
+
 }  // namespace distml::train::pipeline
