@@ -8,7 +8,9 @@
 #     >= 85%), and each stage's peak activation bytes under each schedule;
 #  2. accuracy: the 784-1024-512-10 MLP on MNIST for 2 epochs (lr 0.2, cosine) under gpipe and
 #     1f1b at 2 stages, a 2 x 2 grid (2 replicas x 2 stages) and 2 tensor-parallel ranks,
-#     beside plain allreduce at 2 ranks (target >= 97% each).
+#     beside plain allreduce at 2 ranks (target >= 97% each); and for 10 epochs at the
+#     example's lr, 1f1b against pipedream and pipedream + spectrain (target: within 0.5
+#     points of 1f1b; ACCURACY="1f1b_10 pipedream_10 spectrain_10", not in the default).
 # Appends JSON lines to bench/results/pipeline.jsonl and prints the tables.
 # Knobs: PARTS ("speed accuracy"), ACCURACY ("allreduce gpipe 1f1b grid tensor"), REPS (5),
 # STEPS (20 timed per speed run), BUILD (build), OUT.
@@ -59,6 +61,11 @@ for name in "${accuracy_cases[@]}"; do
     1f1b) args+=(--set parallel.pipeline_stages=2) ;;
     grid) np=4 args+=(--set parallel.pipeline_stages=2) ;;
     tensor) args+=(--set parallel.tensor=2) ;;
+    # 10 epochs at the example's lr: the asynchronous schedules against 1f1b.
+    1f1b_10) args=(--set parallel.pipeline_stages=2) ;;
+    pipedream_10) args=(--set parallel.pipeline_stages=2 --set parallel.schedule=pipedream) ;;
+    spectrain_10) args=(--set parallel.pipeline_stages=2 --set parallel.schedule=pipedream
+                        --set parallel.spectrain=true) ;;
     *) echo "pipeline.sh: unknown accuracy case $name" >&2; exit 2 ;;
   esac
   echo "pipeline: accuracy, $name at $np ranks" >&2

@@ -347,6 +347,15 @@ TEST(Config, PipelineKeys) {
   EXPECT_EQ(config_error("[parallel]\nrecompute = true\n"),
             "x.toml: parallel.recompute re-computes gpipe's activations; set "
             "parallel.schedule = \"gpipe\"");
+  EXPECT_EQ(config_error("[parallel]\nspectrain = true\n"),
+            "x.toml: parallel.spectrain predicts the weights of the asynchronous pipeline; set "
+            "parallel.schedule = \"pipedream\"");
+  EXPECT_EQ(config_error("[parallel]\nschedule = \"pipedream\"\nspectrain = true\n"),
+            "x.toml: parallel.spectrain extrapolates the weights along the momentum; it needs "
+            "optim.name = \"sgd\" with optim.momentum > 0");
+  EXPECT_EQ(config_error("[parallel]\nschedule = \"pipedream\"\n", {"strategy.name=local_sgd"}),
+            "x.toml: parallel.schedule = \"pipedream\" updates after every micro-batch; its "
+            "replicas use strategy.name = \"allreduce\", got \"local_sgd\"");
   EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\n", {"strategy.name=ps"}),
             "--set strategy.name=ps: strategy.name = \"ps\" does not combine with a split "
             "model (parallel.pipeline_stages = 2, parallel.tensor = 1) yet");

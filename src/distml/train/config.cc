@@ -122,7 +122,9 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("parallel", "pipeline_stages", 1, CONFIG_FIELD(parallel.pipeline_stages)),
       K::int_key("parallel", "tensor", 1, CONFIG_FIELD(parallel.tensor)),
       K::int_key("parallel", "micro_batches", 1, CONFIG_FIELD(parallel.micro_batches)),
-      K::choice_key("parallel", "schedule", {"gpipe", "1f1b"}, CONFIG_FIELD(parallel.schedule)),
+      K::choice_key("parallel", "schedule", {"gpipe", "1f1b", "pipedream"},
+                    CONFIG_FIELD(parallel.schedule)),
+      K::bool_key("parallel", "spectrain", CONFIG_FIELD(parallel.spectrain)),
       K::bool_key("parallel", "recompute", CONFIG_FIELD(parallel.recompute)),
       partition_key(),
   };
@@ -142,6 +144,19 @@ void check_pipeline(const TrainConfig& c) {
     throw ConfigError(cat(c.origin("parallel.recompute"),
                           ": parallel.recompute re-computes gpipe's activations; set "
                           "parallel.schedule = \"gpipe\""));
+  if (p.spectrain && p.schedule != "pipedream")
+    throw ConfigError(cat(c.origin("parallel.spectrain"),
+                          ": parallel.spectrain predicts the weights of the asynchronous "
+                          "pipeline; set parallel.schedule = \"pipedream\""));
+  if (p.spectrain && !(c.optim.name == "sgd" && c.optim.momentum > 0))
+    throw ConfigError(cat(c.origin("parallel.spectrain"),
+                          ": parallel.spectrain extrapolates the weights along the momentum; it "
+                          "needs optim.name = \"sgd\" with optim.momentum > 0"));
+  if (p.schedule == "pipedream" && c.strategy.name != "allreduce")
+    throw ConfigError(cat(c.origin("parallel.schedule"),
+                          ": parallel.schedule = \"pipedream\" updates after every micro-batch; "
+                          "its replicas use strategy.name = \"allreduce\", got \"",
+                          c.strategy.name, "\""));
   if (p.pipeline_stages == 1 && p.tensor == 1) return;
   const auto refuse = [&](const std::string& key, const std::string& what) {
     throw ConfigError(cat(c.origin(key), ": ", what, " does not combine with a split model ",

@@ -70,7 +70,8 @@ struct StrategyConfig {
 struct ParallelConfig {
   std::int64_t pipeline_stages = 1;       // 1: no pipeline
   std::int64_t micro_batches = 4;         // per step, per replica
-  std::string schedule = "1f1b";          // gpipe | 1f1b
+  std::string schedule = "1f1b";          // gpipe | 1f1b | pipedream
+  bool spectrain = false;                 // pipedream: predict the weights, not stash them
   bool recompute = false;                 // gpipe: re-compute activations in the backward
   std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters,
   bool partition_by_profile = false;      // or (parallel.partition = "profile") by time

@@ -61,4 +61,20 @@ void set_lr(torch::optim::Optimizer& optimizer, double lr) {
   for (auto& group : optimizer.param_groups()) group.options().set_lr(lr);
 }
 
+std::vector<torch::Tensor> sgd_velocity(torch::optim::Optimizer& optimizer,
+                                        const std::vector<torch::Tensor>& params) {
+  const double lr = optimizer.param_groups().front().options().get_lr();
+  auto& state = optimizer.state();
+  std::vector<torch::Tensor> out;
+  for (const auto& p : params) {
+    const auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    const auto* sgd = it == state.end()
+                          ? nullptr
+                          : dynamic_cast<const torch::optim::SGDParamState*>(it->second.get());
+    out.push_back(sgd && sgd->momentum_buffer().defined() ? lr * sgd->momentum_buffer()
+                                                          : torch::zeros_like(p));
+  }
+  return out;
+}
+
 }  // namespace distml::train

@@ -39,6 +39,11 @@ double scheduled_lr(const ScheduleOptions& schedule, double lr, std::int64_t ste
 /// Sets every parameter group's learning rate.
 void set_lr(torch::optim::Optimizer& optimizer, double lr);
 
+/// Momentum SGD's step per update for each of `params`: lr x its momentum buffer (zeros
+/// before the first update), what SpecTrain extrapolates the weights with.
+std::vector<torch::Tensor> sgd_velocity(torch::optim::Optimizer& optimizer,
+                                        const std::vector<torch::Tensor>& params);
+
 /// The linear scaling rule (Goyal et al. 2017): the base rate times the world size.
 inline double linearly_scaled_lr(double lr, int world_size) { return lr * world_size; }
 

@@ -119,13 +119,15 @@ std::optional<tensor_parallel::SplitLayers> split_of(const TrainConfig& c,
 // the schedule that runs them. Micro-batches are a pipeline's: one stage runs one pass.
 std::unique_ptr<pipeline::PipelineStage> stage_of(
     const TrainConfig& c, const pipeline::Grid& grid, const pipeline::StageOfModel& part,
-    const std::optional<tensor_parallel::SplitLayers>& split) {
+    const std::optional<tensor_parallel::SplitLayers>& split, pipeline::VelocityFn velocity) {
   return std::make_unique<pipeline::PipelineStage>(
       *grid.pipeline, split ? split->layers() : part.layers, split ? split->tensors() : part.own,
       pipeline::PipelineOptions{
           .schedule = c.parallel.schedule,
           .micro_batches = grid.stages > 1 ? static_cast<int>(c.parallel.micro_batches) : 1,
           .recompute = c.parallel.recompute,
+          .spectrain = c.parallel.spectrain ? std::move(velocity) : pipeline::VelocityFn(),
+          .log_weight_uses = false,
           .world_rank = [&grid](int s) { return grid.world_rank_of_stage(s); }});
 }
 
@@ -185,7 +187,11 @@ struct Trainer::State {
                         model, stage_counts(c, *grid, world, model, d), grid->stages, grid->stage))
                   : std::nullopt),
         split(grid ? split_of(c, *grid, *part, model) : std::nullopt),
-        stage(grid ? stage_of(c, *grid, *part, split) : nullptr),
+        stage(grid ? stage_of(c, *grid, *part, split,
+                              [this] {  // the optimizer comes later; SpecTrain asks in a step
+                                return sgd_velocity(*optimizer, trained_tensors().parameters);
+                              })
+                   : nullptr),
         strategy(make_strategy(c, grid ? *grid->peers : world)),
         comm(strategy->training_comm() ? *strategy->training_comm()
                                        : (grid ? *grid->peers : world)),
@@ -231,25 +237,30 @@ struct Trainer::State {
   }
 
   // The same through this rank's pipeline stage: the stage's micro-batches replace
-  // train.accumulate, and the strategy communicates during the stage's last backward.
+  // train.accumulate, and the strategy communicates during the stage's last backward; under
+  // pipedream every micro-batch's backward is followed by its own update.
   double pipeline_step(const data::Batch& batch) {
     optimizer->zero_grad();
     const auto rows = static_cast<std::int64_t>(batch.size);
     const auto input =
         stage->stage() == 0 ? objective.model_input(rows_of(batch, 0, rows)) : torch::Tensor();
+    auto update = [&] {
+      strategy->before_optimizer_step();
+      strategy->optimizer_step(*optimizer);
+      strategy->after_optimizer_step(*optimizer, global_step + 1);
+      optimizer->zero_grad();
+    };
     const double loss = stage->step(
         input, rows,
         [&](const torch::Tensor& out, std::int64_t begin, std::int64_t count) {
           return objective.mean_loss_of(out, rows_of(batch, begin, count));
         },
-        [&](bool last) { strategy->before_backward(last); });
+        [&](bool last) { strategy->before_backward(last); }, update);
     if (world.rank() == config.train.slow_rank) straggle(stage->stats().compute_seconds);
     pipeline::accumulate(stage_totals, stage->stats());
     window_stage_times.insert(window_stage_times.end(),
                               {stage->stats().compute_seconds, stage->stats().wait_seconds});
-    strategy->before_optimizer_step();
-    strategy->optimizer_step(*optimizer);
-    strategy->after_optimizer_step(*optimizer, global_step + 1);
+    if (!stage->asynchronous()) update();
     return loss;
   }
 

@@ -18,6 +18,7 @@ struct PipelineStage::InFlight {
                          // recompute: only from the backward's second forward)
   double loss = 0;       // the last stage: the weighted loss
   std::string rng;       // with recompute: the generator before the forward
+  int ahead = 0;         // pipedream: this stage's updates between its forward and backward
 };
 
 void accumulate(StageStats& totals, const StageStats& step) {
@@ -42,10 +43,14 @@ PipelineStage::PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> la
   if (options_.recompute && options_.schedule != "gpipe")
     throw ConfigError("parallel.recompute is gpipe's: set parallel.schedule = \"gpipe\"");
   stage_schedule(options_.schedule, stages_, stage_, 1);  // a ConfigError for an unknown name
+  if (options_.schedule == "pipedream")
+    versions_ = std::make_unique<WeightVersions>(tensors.parameters, options_.spectrain,
+                                                 options_.log_weight_uses);
 }
 
 double PipelineStage::step(const torch::Tensor& input, std::int64_t rows, const LossFn& loss,
-                           const std::function<void(bool last)>& before_backward) {
+                           const std::function<void(bool last)>& before_backward,
+                           const std::function<void()>& update) {
   stats_ = {};
   // 1. The micro-batches.
   const int m = static_cast<int>(std::min<std::int64_t>(options_.micro_batches, rows));
@@ -57,6 +62,14 @@ double PipelineStage::step(const torch::Tensor& input, std::int64_t rows, const 
     begin += static_cast<int>(flights[i].count);
   }
   const auto steps = stage_schedule(options_.schedule, stages_, stage_, m);
+  // Pipedream: how many of this stage's updates come between each forward and its backward.
+  for (int done = 0; const auto& s : steps) {
+    auto& f = flights[s.micro];
+    if (s.forward)
+      f.ahead = -done;
+    else
+      f.ahead += done++;
+  }
   int held = 0, backwards_left = m;
   std::int64_t held_bytes = 0;
   auto bytes_of = [](const InFlight& f) {
@@ -75,7 +88,7 @@ double PipelineStage::step(const torch::Tensor& input, std::int64_t rows, const 
       stats_.peak_activation_bytes = std::max(stats_.peak_activation_bytes, held_bytes);
     } else {
       held_bytes -= bytes_of(f);
-      backward(f, --backwards_left == 0, rows, loss, before_backward);
+      backward(f, --backwards_left == 0, rows, loss, before_backward, update);
       --held;
     }
   }
@@ -126,56 +139,68 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
   }
   const auto start = Clock::now();
   std::optional<torch::NoGradGuard> no_grad;
-  if (options_.recompute) {
+  if (recomputes()) {
     f.rng = generator_state();
     no_grad.emplace();
   }
+  if (versions_) versions_->before_forward(f.micro, f.ahead);
   auto out = compute(f, rows, loss);
+  if (versions_) versions_->after_forward(f.micro);
   if (is_last()) {
-    f.loss = out.item<double>();
+    // The batch's mean loss, whatever each micro-batch's weight in the gradient.
+    f.loss = out.item<double>() * (versions_ ? static_cast<double>(f.count) / rows : 1.0);
   } else {
     link_.send(out, stage_ + 1, f.micro);
   }
-  if (!options_.recompute) f.output = out;
+  if (!recomputes()) f.output = out;
   stats_.compute_seconds += seconds_since(start);
 }
 
-// The stage's layers on the micro-batch's input; on the last stage, its weighted loss.
+// The stage's layers on the micro-batch's input; on the last stage, its weighted loss (its
+// mean loss under pipedream, where it is an update of its own).
 torch::Tensor PipelineStage::compute(const InFlight& f, std::int64_t rows, const LossFn& loss) {
   auto out = nn::run_layers(layers_, f.input);
   if (!is_last()) return out;
-  return loss(out, f.begin, f.count) * (static_cast<double>(f.count) / static_cast<double>(rows));
+  const auto mean = loss(out, f.begin, f.count);
+  return versions_ ? mean : mean * (static_cast<double>(f.count) / static_cast<double>(rows));
 }
 
 // 3. Backward.
 void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const LossFn& loss,
-                             const std::function<void(bool)>& before_backward) {
+                             const std::function<void(bool)>& before_backward,
+                             const std::function<void()>& update) {
   torch::Tensor grad;
   if (!is_last()) grad = receive(stage_ + 1, f.micro, "gradients");
   const auto start = Clock::now();
+  if (versions_) versions_->before_backward(f.micro);
   std::vector<torch::Tensor> kept;  // with recompute: the buffers before the second forward
-  if (options_.recompute) {
+  if (recomputes()) {
     for (const auto& b : buffers_) kept.push_back(b.detach().clone());
     const std::string now = generator_state();
     set_generator_state(f.rng);
     f.output = compute(f, rows, loss);
     set_generator_state(now);
   }
-  before_backward(last);
+  before_backward(last || versions_);  // under pipedream every backward ends an update
   if (is_last())
     f.output.backward();
   else if (f.output.requires_grad())  // not so only on a first stage without parameters
     torch::autograd::backward({f.output}, {grad});
-  if (options_.recompute) {  // after the backward, which checks that its inputs are unchanged
+  if (recomputes()) {  // after the backward, which checks that its inputs are unchanged
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(kept[i]);
   }
+  if (versions_) versions_->after_backward(f.micro);
   stats_.compute_seconds += seconds_since(start);
   if (stage_ > 0) {
     const auto& g = f.input.grad();
     link_.send(g.defined() ? g : torch::zeros_like(f.input), stage_ - 1, f.micro);
   }
   f.input = f.output = torch::Tensor();
+  if (versions_) {
+    update();
+    versions_->updated();
+  }
 }
 
 }  // namespace distml::train::pipeline

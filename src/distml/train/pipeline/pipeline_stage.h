@@ -26,6 +26,11 @@
 //     batches, not of the whole batch.
 //  5. The step ends when every send has completed; the last stage's batch loss is broadcast
 //     to every stage.
+// The pipedream schedule (asynchronous 1F1B) differs in three ways: each micro-batch's loss
+// counts whole (its mean: it is an update of its own); after each backward `update` runs (the
+// strategy and the optimizer step), so later forwards see newer weights; and the weights each
+// micro-batch runs with are managed by WeightVersions (PipeDream's stashing, or SpecTrain's
+// prediction), with the forward re-computed in the backward.
 #pragma once
 
 #include <torch/torch.h>
@@ -38,13 +43,16 @@
 #include "distml/core/error.h"
 #include "distml/nn/layers.h"
 #include "distml/train/pipeline/stage_link.h"
+#include "distml/train/pipeline/weight_versions.h"
 
 namespace distml::train::pipeline {
 
 struct PipelineOptions {
-  std::string schedule = "1f1b";  // gpipe or 1f1b
+  std::string schedule = "1f1b";  // gpipe, 1f1b or pipedream
   int micro_batches = 4;
   bool recompute = false;  // gpipe's activation re-computation
+  VelocityFn spectrain{};  // pipedream: predict the weights from it instead of stashing them
+  bool log_weight_uses = false;  // pipedream: keep WeightVersions::uses(), for tests
   std::function<int(int stage)> world_rank = [](int s) { return s; };  // for messages
 };
 
@@ -73,11 +81,16 @@ class PipelineStage {
                                              std::int64_t count)>;
   /// One step's forwards and backwards over a batch of `rows` samples. Stage 0 takes `input`
   /// (the whole batch, rows first), the last stage `loss`; other stages may pass empty ones.
-  /// Returns the batch's mean loss, on every stage.
+  /// Returns the batch's mean loss, on every stage. `update` runs after each backward under
+  /// pipedream (and never otherwise).
   double step(const torch::Tensor& input, std::int64_t rows, const LossFn& loss,
-              const std::function<void(bool last)>& before_backward);
+              const std::function<void(bool last)>& before_backward,
+              const std::function<void()>& update = {});
 
   const StageStats& stats() const { return stats_; }
+  /// Under pipedream: the weights each micro-batch ran with; otherwise null.
+  const WeightVersions* weight_versions() const { return versions_.get(); }
+  bool asynchronous() const { return versions_ != nullptr; }
   int stage() const { return stage_; }
   int stages() const { return stages_; }
 
@@ -85,11 +98,13 @@ class PipelineStage {
   struct InFlight;  // what a micro-batch's forward leaves for its backward
   void forward(InFlight& f, const torch::Tensor& input, std::int64_t rows, const LossFn& loss);
   void backward(InFlight& f, bool last, std::int64_t rows, const LossFn& loss,
-                const std::function<void(bool)>& before_backward);
+                const std::function<void(bool)>& before_backward,
+                const std::function<void()>& update);
   torch::Tensor compute(const InFlight& f, std::int64_t rows, const LossFn& loss);
   torch::Tensor receive(int peer, int micro, const char* what);
   [[noreturn]] void rethrow_naming(const CommError& e, const std::string& waiting) const;
   bool is_last() const { return stage_ == stages_ - 1; }
+  bool recomputes() const { return options_.recompute || asynchronous(); }
 
   comm::Communicator& comm_;
   std::vector<nn::Layer> layers_;
@@ -98,6 +113,7 @@ class PipelineStage {
   int stage_, stages_;
   StageLink link_;
   StageStats stats_;
+  std::unique_ptr<WeightVersions> versions_;  // pipedream
 };
 
 }  // namespace distml::train::pipeline

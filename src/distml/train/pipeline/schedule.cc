@@ -15,7 +15,7 @@ std::vector<PipeStep> stage_schedule(const std::string& schedule, int stages, in
     for (int i = m - 1; i >= 0; --i) steps.push_back({false, i});
     return steps;
   }
-  if (schedule == "1f1b") {
+  if (schedule == "1f1b" || schedule == "pipedream") {
     const int warmup = std::min(stages - stage - 1, m);
     int forwards = 0, backwards = 0;
     while (forwards < warmup) steps.push_back({true, forwards++});
@@ -26,7 +26,8 @@ std::vector<PipeStep> stage_schedule(const std::string& schedule, int stages, in
     while (backwards < m) steps.push_back({false, backwards++});
     return steps;
   }
-  throw ConfigError(cat("parallel.schedule must be gpipe or 1f1b, got '", schedule, "'"));
+  throw ConfigError(
+      cat("parallel.schedule must be gpipe, 1f1b or pipedream, got '", schedule, "'"));
 }
 
 }  // namespace distml::train::pipeline

@@ -16,6 +16,8 @@
 //     stage holds at most S - s micro-batches' activations instead of m.
 // Neither overlaps steps: a step ends when all its backwards are done (a flush), so the
 // optimizer sees the same gradient as one pass over the whole batch.
+// pipedream runs 1f1b's order, but each stage updates its weights after every backward
+// (pipeline_stage.h, weight_versions.h): asynchronous within the step.
 #pragma once
 
 #include <string>
@@ -30,7 +32,7 @@ struct PipeStep {
 };
 
 /// The steps of `stage` (of `stages`) for `micro_batches` micro-batches under `schedule`
-/// ("gpipe" or "1f1b"; ConfigError otherwise).
+/// ("gpipe", "1f1b" or "pipedream"; ConfigError otherwise).
 std::vector<PipeStep> stage_schedule(const std::string& schedule, int stages, int stage,
                                      int micro_batches);
 
