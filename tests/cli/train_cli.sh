@@ -11,7 +11,8 @@
 #                           stages cut by measured time) (2 stages), tensor (2 tensor
 #                           ranks), grid (2 stages x 2 tensor ranks); over mpi, a
 #                           grid that does not fit the ranks and models that cannot be split
-#                           are refused
+#                           are refused, and a model over parallel.max_stage_params trains
+#                           only when cut
 #   pipeline-stall ENGINE   a stopped stage ends the other with an error naming both, in time
 #   plan                    distml plan over 2 local ranks: every candidate cuts the model
 #                           whole, the chosen one is the fastest predicted, --measure trains
@@ -199,6 +200,20 @@ PY
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.pipeline_stages=2 --set model.name=char_lstm --set data.dataset=text \
       --set data.path="\"$here/cli_lib.sh\""
+    # lenet5's 61,706 parameters exceed a budget of 55,000 on one rank; cut in 2 stages
+    # (50,692 + 11,014) they fit, and the done line says what each stage trains.
+    expect 2 "the model does not fit one rank; cut it into stages" \
+      "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
+      --set parallel.max_stage_params=55000
+    out=$(run --np 2 --set parallel.max_stage_params=55000 --set parallel.pipeline_stages=2) ||
+      fail "a model within the budget when cut failed: $out"
+    "$python" - "$out" <<'PY' || fail "budget: $out"
+import json, sys
+p = json.loads(sys.argv[1])["pipeline"]
+assert p["max_stage_params"] == 55000, p
+assert [s["parameters"] for s in p["per_stage"]] == [50692, 11014], p
+print("ok: each stage within the budget:", [s["parameters"] for s in p["per_stage"]])
+PY
     expect 2 "model \"resnet20\" has no pair of consecutive Linear layers" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.tensor=2 --set model.name=resnet20

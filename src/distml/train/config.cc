@@ -127,6 +127,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::bool_key("parallel", "spectrain", CONFIG_FIELD(parallel.spectrain)),
       K::bool_key("parallel", "recompute", CONFIG_FIELD(parallel.recompute)),
       partition_key(),
+      K::int_key("parallel", "max_stage_params", 0, CONFIG_FIELD(parallel.max_stage_params)),
   };
 }
 

@@ -76,6 +76,7 @@ struct ParallelConfig {
   std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters,
   bool partition_by_profile = false;      // or (parallel.partition = "profile") by time
   std::int64_t tensor = 1;                // ranks each stage's Linear pairs are split over
+  std::int64_t max_stage_params = 0;      // the most parameters a rank may train; 0: any
 };
 
 struct TrainConfig {

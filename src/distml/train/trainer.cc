@@ -155,6 +155,32 @@ data::ShardedSampler sampler_for(const TaskData& data, const TrainConfig& c,
   return {data.train.num_samples, comm.size(), comm.rank(), per_step, c.train.seed, true};
 }
 
+std::int64_t parameter_count(const nn::ModelTensors& tensors) {
+  std::int64_t n = 0;
+  for (const auto& p : tensors.parameters) n += p.numel();
+  return n;
+}
+
+// Collective: parallel.max_stage_params against what the rank that trains the most trains
+// (its stage, or its slices of it). Every rank still builds the whole model, for evaluation
+// and export; the budget bounds the trained parameters, their gradients and optimizer state.
+void check_parameter_budget(const TrainConfig& c, const nn::ModelTensors& trained,
+                            comm::Communicator& world) {
+  const auto budget = c.parallel.max_stage_params;
+  if (budget == 0) return;
+  double most = static_cast<double>(parameter_count(trained));
+  world.allreduce(comm::Buffer{&most, 1, comm::DType::f64}, {.op = comm::ReduceOp::max});
+  if (most <= static_cast<double>(budget)) return;
+  const bool split = c.parallel.pipeline_stages > 1 || c.parallel.tensor > 1;
+  throw ConfigError(cat(c.origin("parallel.max_stage_params"), ": parallel.max_stage_params = ",
+                        budget, ", but a rank would train ", static_cast<std::int64_t>(most),
+                        " parameters: ",
+                        split ? "cut the model into more stages (parallel.pipeline_stages) or "
+                                "split it (parallel.tensor)"
+                              : "the model does not fit one rank; cut it into stages with "
+                                "parallel.pipeline_stages"));
+}
+
 }  // namespace
 
 struct Trainer::State {
@@ -341,6 +367,7 @@ struct Trainer::State {
 Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data) {
   torch::set_num_threads(static_cast<int>(config.train.threads));  // before a profile
   s_ = std::make_unique<State>(config, comm, data);
+  check_parameter_budget(config, s_->trained_tensors(), comm);
   if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
   s_->strategy->setup(s_->trained_tensors());
 }
@@ -476,7 +503,10 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   result.strategy_report = s.strategy->report();
   if (s.grid) {
     auto& report = result.strategy_report["pipeline"];
-    report = pipeline::stage_report(s.stage_totals, *s.grid, *s.part);
+    report = pipeline::stage_report(s.stage_totals, *s.grid, *s.part,
+                                    parameter_count(s.trained_tensors()));
+    if (s.config.parallel.max_stage_params > 0)
+      report["max_stage_params"] = s.config.parallel.max_stage_params;
     report["schedule"] = s.config.parallel.schedule;
     report["micro_batches"] = s.grid->stages > 1 ? s.config.parallel.micro_batches : 1;
   }

@@ -58,11 +58,14 @@ void share_stages(const StageOfModel& part, comm::Communicator& pipeline) {
   }
 }
 
-nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part) {
-  const std::vector<double> mine = {totals.compute_seconds, totals.wait_seconds,
+nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part,
+                            std::int64_t parameters) {
+  const std::vector<double> mine = {totals.compute_seconds,
+                                    totals.wait_seconds,
                                     static_cast<double>(totals.bytes_sent),
                                     static_cast<double>(totals.peak_micro_batches),
-                                    static_cast<double>(totals.peak_activation_bytes)};
+                                    static_cast<double>(totals.peak_activation_bytes),
+                                    static_cast<double>(parameters)};
   std::vector<double> all(mine.size() * grid.stages);
   grid.pipeline->allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
                            comm::Buffer{all.data(), all.size(), comm::DType::f64});
@@ -75,7 +78,8 @@ nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const St
                       {"wait_s", v[1]},
                       {"bytes_sent", v[2]},
                       {"peak_micro_batches", v[3]},
-                      {"peak_activation_bytes", v[4]}});
+                      {"peak_activation_bytes", v[4]},
+                      {"parameters", v[5]}});
   }
   return {{"stages", grid.stages},
           {"replicas", grid.replicas},

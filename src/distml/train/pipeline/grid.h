@@ -53,8 +53,10 @@ StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& 
 void share_stages(const StageOfModel& part, comm::Communicator& pipeline);
 
 /// Collective over the pipeline: every stage's `totals` (its layers, compute and wait seconds,
-/// bytes sent, peak micro-batches and activation bytes), for the done line.
-nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part);
+/// bytes sent, peak micro-batches and activation bytes) and the parameters it trains, for the
+/// done line.
+nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part,
+                            std::int64_t parameters);
 
 /// Collective over the pipeline: the "stage_steps" event of steps first_step, first_step + 1,
 /// ..., each with every stage's compute and wait seconds; `mine` holds this stage's, a
