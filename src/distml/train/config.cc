@@ -126,8 +126,8 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
                     CONFIG_FIELD(parallel.schedule)),
       K::bool_key("parallel", "spectrain", CONFIG_FIELD(parallel.spectrain)),
       K::bool_key("parallel", "recompute", CONFIG_FIELD(parallel.recompute)),
-      partition_key(),
       K::int_key("parallel", "max_stage_params", 0, CONFIG_FIELD(parallel.max_stage_params)),
+      partition_key(),
   };
 }
 
