@@ -94,7 +94,7 @@ if speed:
     for c in ("gpipe", "1f1b"):
         for s in speed[c][0]["per_stage"]:
             print(f"| {c} | {s['stage']} | {s['peak_micro_batches']:.0f} | {s['peak_activation_bytes']:.0f} |")
-print("\n| MNIST mlp, 2 epochs | ranks | test accuracy |\n| --- | --- | --- |")
+print("\n| MNIST mlp (2 epochs; the *_10 cases 10) | ranks | test accuracy |\n| --- | --- | --- |")
 for r in rows:
     if r["bench"] == "accuracy":
         print(f"| {r['case']} | {r['np']} | {100 * r['test_accuracy']:.2f}% |")
