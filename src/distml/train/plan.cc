@@ -18,37 +18,60 @@
 namespace distml::train {
 namespace {
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-// Half the median round trip of `bytes` between ranks 0 and 1 (others return 0).
-double one_way_s(comm::Communicator& world, std::size_t bytes, int reps) {
+// Round trips of `bytes` between ranks 0 and 1, `reps` of them or for `seconds` (others: none).
+std::vector<double> round_trips(comm::Communicator& world, std::size_t bytes, int reps,
+                                double seconds = 0) {
   std::vector<std::uint8_t> payload(bytes);
   const comm::Buffer buffer{payload.data(), payload.size(), comm::DType::u8};
   std::vector<double> trips;
-  for (int r = 0; r <= reps; ++r) {  // the first warms up
+  if (world.rank() > 1) return trips;
+  const auto begin = Clock::now();
+  for (int r = 0;; ++r) {
+    // Rank 0 decides when to stop and tells rank 1 with the message's first byte.
+    const bool more = seconds > 0 ? seconds_since(begin) < seconds : r <= reps;
     const auto start = Clock::now();
     if (world.rank() == 0) {
+      payload[0] = more;
       world.send(buffer, 1, 0);
       world.recv(buffer, 1, 0);
-    } else if (world.rank() == 1) {
+    } else {
       world.recv(buffer, 0, 0);
       world.send(buffer, 0, 0);
     }
-    if (r > 0) trips.push_back(seconds_since(start));
+    if (!payload[0]) return trips;
+    if (r > 0) trips.push_back(seconds_since(start));  // the first warms up
   }
-  return median(trips) / 2;
 }
 
-// Step 2: rank 0's measurement, shared.
-pipeline::Link measured_link(comm::Communicator& world) {
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0 : sum / static_cast<double>(v.size());
+}
+
+// Step 2: measured between ranks 0 and 1, shared by rank 0. When the ranks outnumber the
+// cores (`loaded`), the others compute meanwhile, and the latency is the mean one-way time
+// of small messages: it then includes the wait for the scheduler to run a rank that has
+// just received, which a pipeline pays at every hand-off.
+pipeline::Link measured_link(comm::Communicator& world, bool loaded) {
   constexpr std::size_t kLarge = 4 << 20;
+  constexpr double kLoadedSeconds = 0.5;
   double v[2] = {0, 0};
   if (world.rank() < 2) {
-    v[0] = one_way_s(world, 8, 50);
-    v[1] = kLarge / std::max(1e-12, one_way_s(world, kLarge, 10) - v[0]);
+    const double small = loaded ? mean(round_trips(world, 8, 0, kLoadedSeconds)) / 2
+                                : median(round_trips(world, 8, 50)) / 2;
+    const double large = median(round_trips(world, kLarge, 10)) / 2;
+    v[0] = small;
+    v[1] = kLarge / std::max(1e-12, large - std::min(small, large / 2));
+  } else if (loaded) {
+    const auto a = torch::randn({128, 128});
+    for (const auto begin = Clock::now(); seconds_since(begin) < kLoadedSeconds + 0.1;)
+      (void)torch::mm(a, a);
   }
   world.broadcast(comm::Buffer{v, 2, comm::DType::f64}, 0);
   return {v[0], v[1]};
@@ -117,7 +140,7 @@ Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicat
   // 2.
   plan.link_measured = !options.link && world.size() > 1;
   plan.link = options.link         ? *options.link
-              : plan.link_measured ? measured_link(world)
+              : plan.link_measured ? measured_link(world, oversubscribed > 1)
                                    : pipeline::Link{};
   // 3.
   std::vector<int> stages = options.stages;

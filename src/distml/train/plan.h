@@ -9,7 +9,9 @@
 //     whole batch at once: the ideal slowdown over the measured one is the sharing
 //     efficiency that the simulation applies (simulate.h, step 3).
 //  2. The link's latency and bandwidth: given, or measured by ping-pong between ranks 0 and 1
-//     (8 bytes and 4 MiB, medians), and shared by rank 0.
+//     (8 bytes and 4 MiB, medians), and shared by rank 0. When the ranks outnumber the cores,
+//     the others compute meanwhile and the latency is the mean of the small messages', which
+//     then includes the scheduler's delay in running a rank whose input has arrived.
 //  3. Each candidate grid (S stages x R = world / S replicas; one stage runs one pass) with
 //     each candidate number of micro-batches gets its best partition (cost_model.h) and its
 //     step time simulated under parallel.schedule (simulate.h), with each rank's share of its
