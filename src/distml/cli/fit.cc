@@ -10,7 +10,6 @@
 #include <nlohmann/json.hpp>
 
 #include "distml/comm/engines.h"
-#include "distml/comm/local/local_world.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/ml/estimator.h"
@@ -271,13 +270,7 @@ void run_job(const JobOptions& job, int argc, char** argv, const Body& body) {
   if (job.engine != "local") relaunch_if_requested(job.np, job.engine, argc, argv);
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(job.timeout_s * 1000));
-  if (job.engine == "local") {
-    comm::local::run_ranks(std::max(job.np, 1), copts, body);
-    return;
-  }
-  if (job.engine == "gloo") comm::adopt_mpirun_rank_variables();
-  auto comm = comm::connect({job.engine, ""}, copts);
-  body(*comm);
+  run_on_ranks(job.engine, job.np, copts, body);
 }
 
 void add_job_options(CLI::App* sub, JobOptions& job, CLI::Option*& np) {

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "distml/comm/engines.h"
+#include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
 
@@ -296,6 +297,17 @@ void relaunch_if_requested(int np, const std::string& engine, int argc, char** a
     o.command.push_back(a);
   }
   std::exit(launch(o));
+}
+
+void run_on_ranks(const std::string& engine, int np, const comm::CommOptions& options,
+                  const std::function<void(comm::Communicator&)>& body) {
+  if (engine == "local") {
+    comm::local::run_ranks(std::max(np, 1), options, body);
+    return;
+  }
+  if (engine == "gloo") comm::adopt_mpirun_rank_variables();
+  auto comm = comm::connect({engine, ""}, options);
+  body(*comm);
 }
 
 }  // namespace distml::cli

@@ -2,8 +2,11 @@
 // the mpi engine or as local processes with rendezvous variables for the gloo engine.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
+
+#include "distml/comm/communicator.h"
 
 namespace CLI {
 class App;
@@ -47,5 +50,10 @@ int free_port();
 /// If `np` > 0 and this process was not itself launched, re-runs the current command line
 /// (minus --np) under `distml launch -n np --engine engine` and exits with its code.
 void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv);
+
+/// Runs `body` on this process's ranks: `np` threads for the local engine; otherwise this
+/// process's one rank, connected over `engine` (under mpirun or distml launch).
+void run_on_ranks(const std::string& engine, int np, const comm::CommOptions& options,
+                  const std::function<void(comm::Communicator&)>& body);
 
 }  // namespace distml::cli

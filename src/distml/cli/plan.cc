@@ -6,7 +6,6 @@
 #include <nlohmann/json.hpp>
 
 #include "distml/comm/engines.h"
-#include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/train/plan.h"
 #include "distml/train/trainer.h"
@@ -161,14 +160,8 @@ void run(const PlanCliOptions& o, bool np_given, int argc, char** argv) {
   const auto data = train::load_task_data(config.data, config.train.seed);
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.train.timeout_s * 1000));
-  if (o.engine == "local") {
-    comm::local::run_ranks(std::max(o.np, 1), copts,
-                           [&](comm::Communicator& comm) { plan_rank(o, config, data, comm); });
-    return;
-  }
-  if (o.engine == "gloo") comm::adopt_mpirun_rank_variables();
-  auto comm = comm::connect({o.engine, ""}, copts);
-  plan_rank(o, config, data, *comm);
+  run_on_ranks(o.engine, o.np, copts,
+               [&](comm::Communicator& comm) { plan_rank(o, config, data, comm); });
 }
 
 }  // namespace

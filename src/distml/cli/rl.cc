@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "distml/comm/engines.h"
-#include "distml/comm/local/local_world.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/rl/algos/algorithm.h"
@@ -133,14 +132,8 @@ void run(RlOptions o, int argc, char** argv) {
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.run.timeout_s * 1000));
   copts.fingerprint = fingerprint(rl::canonical_text(config));
-  if (o.engine == "local") {
-    comm::local::run_ranks(std::max(o.np, 1), copts,
-                           [&](comm::Communicator& comm) { rl_rank(config, o, comm, start); });
-    return;
-  }
-  if (o.engine == "gloo") comm::adopt_mpirun_rank_variables();
-  auto comm = comm::connect({o.engine, ""}, copts);
-  rl_rank(config, o, *comm, start);
+  run_on_ranks(o.engine, o.np, copts,
+               [&](comm::Communicator& comm) { rl_rank(config, o, comm, start); });
 }
 
 }  // namespace

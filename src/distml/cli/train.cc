@@ -8,7 +8,6 @@
 #include <optional>
 
 #include "distml/comm/engines.h"
-#include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/train/trainer.h"
 #include "event_printer.h"
@@ -143,15 +142,8 @@ void run(TrainOptions o, int argc, char** argv) {
   const auto data = train::load_task_data(config.data, config.train.seed);
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.train.timeout_s * 1000));
-  if (o.engine == "local") {
-    comm::local::run_ranks(std::max(o.np, 1), copts, [&](comm::Communicator& comm) {
-      train_rank(config, o, comm, data, start);
-    });
-    return;
-  }
-  if (o.engine == "gloo") comm::adopt_mpirun_rank_variables();
-  auto comm = comm::connect({o.engine, ""}, copts);
-  train_rank(config, o, *comm, data, start);
+  run_on_ranks(o.engine, o.np, copts,
+               [&](comm::Communicator& comm) { train_rank(config, o, comm, data, start); });
 }
 
 }  // namespace
