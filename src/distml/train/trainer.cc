@@ -20,12 +20,10 @@
 #include "distml/train/model_setup.h"
 #include "distml/train/optimizer_factory.h"
 #include "distml/train/pipeline/grid.h"
-#include "distml/train/pipeline/partition.h"
 #include "distml/train/pipeline/pipeline_stage.h"
-#include "distml/train/pipeline/profile.h"
+#include "distml/train/split_model.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/strategy_factory.h"
-#include "distml/train/tensor_parallel/split_layers.h"
 
 namespace distml::train {
 
@@ -67,70 +65,6 @@ std::optional<pipeline::Grid> agreed_grid(const TrainConfig& config, comm::Commu
   return pipeline::make_grid(world, stages, tensor);
 }
 
-// parallel.partition = "profile": the layers measured on every rank on one micro-batch of
-// the training rows (pipeline/profile.h), averaged, then cut to balance forward + backward
-// time.
-std::vector<std::int64_t> profiled_counts(const TrainConfig& c, int stages,
-                                          comm::Communicator& world, const nn::Model& model,
-                                          const TaskData& data) {
-  const auto micro = (c.train.batch_size + c.parallel.micro_batches - 1) / c.parallel.micro_batches;
-  const auto rows =
-      std::min<std::int64_t>(micro, static_cast<std::int64_t>(data.train.num_samples));
-  if (rows == 0)
-    throw ConfigError(cat(c.origin("parallel.partition"),
-                          ": parallel.partition = \"profile\" needs training rows on every rank"));
-  const Objective objective(c, data, model);
-  const auto sample = rows_of(data.train, 0, rows);
-  auto costs = pipeline::profile_layers(
-      model.layers(), model.tensors(), objective.model_input(sample),
-      [&](const torch::Tensor& out) { return objective.mean_loss_of(out, sample); });
-  pipeline::average_over_ranks(costs, world);
-  std::vector<double> seconds;
-  for (const auto& l : costs) seconds.push_back(l.forward_s + l.backward_s);
-  const auto counts = pipeline::balanced_partition(seconds, stages);
-  return {counts.begin(), counts.end()};
-}
-
-// The layer counts of the stages: the config's list; empty to balance parameters.
-std::vector<std::int64_t> stage_counts(const TrainConfig& c, const pipeline::Grid& grid,
-                                       comm::Communicator& world, const nn::Model& model,
-                                       const TaskData& data) {
-  if (grid.stages == 1) return {};
-  if (c.parallel.partition_by_profile) return profiled_counts(c, grid.stages, world, model, data);
-  return c.parallel.partition;
-}
-
-// With tensor ranks, this stage's layers split over them.
-std::optional<tensor_parallel::SplitLayers> split_of(const TrainConfig& c,
-                                                     const pipeline::Grid& grid,
-                                                     const pipeline::StageOfModel& part,
-                                                     const nn::Model& model) {
-  if (grid.tensor_ranks == 1) return std::nullopt;
-  if (tensor_parallel::splittable_pairs(model.layers()) == 0)
-    throw ConfigError(cat(c.origin("parallel.tensor"), ": parallel.tensor = ", grid.tensor_ranks,
-                          ": model \"", c.model.name,
-                          "\" has no pair of consecutive Linear layers to split (tensor "
-                          "parallelism splits the mlp's and LeNet-5's fully connected layers)"));
-  return std::optional<tensor_parallel::SplitLayers>(std::in_place, part.layers, part.own,
-                                                     *grid.tensor);
-}
-
-// This rank's stage: its layers (their Linear pairs split with tensor parallelism) and
-// the schedule that runs them. Micro-batches are a pipeline's: one stage runs one pass.
-std::unique_ptr<pipeline::PipelineStage> stage_of(
-    const TrainConfig& c, const pipeline::Grid& grid, const pipeline::StageOfModel& part,
-    const std::optional<tensor_parallel::SplitLayers>& split, pipeline::VelocityFn velocity) {
-  return std::make_unique<pipeline::PipelineStage>(
-      *grid.pipeline, split ? split->layers() : part.layers, split ? split->tensors() : part.own,
-      pipeline::PipelineOptions{
-          .schedule = c.parallel.schedule,
-          .micro_batches = grid.stages > 1 ? static_cast<int>(c.parallel.micro_batches) : 1,
-          .recompute = c.parallel.recompute,
-          .spectrain = c.parallel.spectrain ? std::move(velocity) : pipeline::VelocityFn(),
-          .log_weight_uses = false,
-          .world_rank = [&grid](int s) { return grid.world_rank_of_stage(s); }});
-}
-
 // The rows this rank trains and evaluates on: all of them, or for data read in part (npz)
 // its own block, read into `storage`. A rank that does not train reads none.
 const TaskData& rows_for(const TaskData& data, const Strategy& strategy, comm::Communicator& comm,
@@ -155,32 +89,6 @@ data::ShardedSampler sampler_for(const TaskData& data, const TrainConfig& c,
   return {data.train.num_samples, comm.size(), comm.rank(), per_step, c.train.seed, true};
 }
 
-std::int64_t parameter_count(const nn::ModelTensors& tensors) {
-  std::int64_t n = 0;
-  for (const auto& p : tensors.parameters) n += p.numel();
-  return n;
-}
-
-// Collective: parallel.max_stage_params against what the rank that trains the most trains
-// (its stage, or its slices of it). Every rank still builds the whole model, for evaluation
-// and export; the budget bounds the trained parameters, their gradients and optimizer state.
-void check_parameter_budget(const TrainConfig& c, const nn::ModelTensors& trained,
-                            comm::Communicator& world) {
-  const auto budget = c.parallel.max_stage_params;
-  if (budget == 0) return;
-  double most = static_cast<double>(parameter_count(trained));
-  world.allreduce(comm::Buffer{&most, 1, comm::DType::f64}, {.op = comm::ReduceOp::max});
-  if (most <= static_cast<double>(budget)) return;
-  const bool split = c.parallel.pipeline_stages > 1 || c.parallel.tensor > 1;
-  throw ConfigError(cat(c.origin("parallel.max_stage_params"), ": parallel.max_stage_params = ",
-                        budget, ", but a rank would train ", static_cast<std::int64_t>(most),
-                        " parameters: ",
-                        split ? "cut the model into more stages (parallel.pipeline_stages) or "
-                                "split it (parallel.tensor)"
-                              : "the model does not fit one rank; cut it into stages with "
-                                "parallel.pipeline_stages"));
-}
-
 }  // namespace
 
 struct Trainer::State {
@@ -200,7 +108,7 @@ struct Trainer::State {
   Objective objective;
   double base_lr;
   std::unique_ptr<torch::optim::Optimizer> optimizer;  // over what this rank trains
-  pipeline::StageStats stage_totals;  // summed over the run's steps (peaks: the largest)
+  pipeline::StageStats stage_totals;       // summed over the run's steps (peaks: the largest)
   std::vector<double> window_stage_times;  // since the last step event: compute, wait per step
   std::int64_t global_step = 0;
 
@@ -304,7 +212,7 @@ struct Trainer::State {
     strategy->reconcile(*optimizer);
     agree_on_buffers(trained_tensors().buffers, comm);  // BatchNorm statistics: see the header
     if (split) split->gather_into_whole();
-    if (part) share_stages(*part, *grid->pipeline);
+    if (part) share_stages(*part, *grid);
   }
 
   EvalMetrics evaluate() {

@@ -50,12 +50,29 @@ StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& 
   return part;
 }
 
-void share_stages(const StageOfModel& part, comm::Communicator& pipeline) {
-  torch::NoGradGuard no_grad;
-  for (int s = 0; s < static_cast<int>(part.stages.size()); ++s) {
-    for (const auto& p : part.stages[s].parameters) pipeline.broadcast(buffer_of(p), s);
-    for (const auto& b : part.stages[s].buffers) pipeline.broadcast(buffer_of(b), s);
+namespace {
+
+// Runs a collective over the pipeline; a failure names this stage and what it waited for.
+template <class Collective>
+void along_pipeline(const Grid& grid, const std::string& waiting, Collective&& collective) {
+  try {
+    collective(*grid.pipeline);
+  } catch (const CommError& e) {
+    rethrow_naming(e, grid.stage, grid.world_rank_of_stage(grid.stage),
+                   cat("waiting for the other stages ", waiting));
   }
+}
+
+}  // namespace
+
+void share_stages(const StageOfModel& part, const Grid& grid) {
+  torch::NoGradGuard no_grad;
+  along_pipeline(grid, "to share their weights", [&](comm::Communicator& pipeline) {
+    for (int s = 0; s < static_cast<int>(part.stages.size()); ++s) {
+      for (const auto& p : part.stages[s].parameters) pipeline.broadcast(buffer_of(p), s);
+      for (const auto& b : part.stages[s].buffers) pipeline.broadcast(buffer_of(b), s);
+    }
+  });
 }
 
 nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part,
@@ -67,8 +84,10 @@ nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const St
                                     static_cast<double>(totals.peak_activation_bytes),
                                     static_cast<double>(parameters)};
   std::vector<double> all(mine.size() * grid.stages);
-  grid.pipeline->allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
-                           comm::Buffer{all.data(), all.size(), comm::DType::f64});
+  along_pipeline(grid, "to report their totals", [&](comm::Communicator& pipeline) {
+    pipeline.allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
+                       comm::Buffer{all.data(), all.size(), comm::DType::f64});
+  });
   nlohmann::json stages = nlohmann::json::array();
   for (int s = 0; s < grid.stages; ++s) {
     const double* v = &all[s * mine.size()];
@@ -90,8 +109,10 @@ nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const St
 nlohmann::json stage_steps(const std::vector<double>& mine, const Grid& grid,
                            std::int64_t first_step) {
   std::vector<double> all(mine.size() * grid.stages);
-  grid.pipeline->allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
-                           comm::Buffer{all.data(), all.size(), comm::DType::f64});
+  along_pipeline(grid, "to report their step times", [&](comm::Communicator& pipeline) {
+    pipeline.allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
+                       comm::Buffer{all.data(), all.size(), comm::DType::f64});
+  });
   nlohmann::json steps = nlohmann::json::array();
   for (std::size_t k = 0; 2 * k < mine.size(); ++k) {
     std::vector<double> compute, wait;

@@ -50,7 +50,7 @@ StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& 
 
 /// Collective over the pipeline: each stage broadcasts its tensors, so that every rank holds
 /// the whole current model (for evaluation, export and the replica check).
-void share_stages(const StageOfModel& part, comm::Communicator& pipeline);
+void share_stages(const StageOfModel& part, const Grid& grid);
 
 /// Collective over the pipeline: every stage's `totals` (its layers, compute and wait seconds,
 /// bytes sent, peak micro-batches and activation bytes) and the parameters it trains, for the

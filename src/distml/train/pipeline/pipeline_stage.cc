@@ -120,13 +120,8 @@ torch::Tensor PipelineStage::receive(int peer, int micro, const char* what) {
   }
 }
 
-// A stage that died or stalls shows itself to the others only as a wait that does not end:
-// the error names this stage, its rank and what it waited for.
 void PipelineStage::rethrow_naming(const CommError& e, const std::string& waiting) const {
-  const std::string why = cat("pipeline stage ", stage_, " (rank ", options_.world_rank(stage_),
-                              ") ", waiting, ": ", e.what());
-  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(why);
-  throw CommError(why);
+  pipeline::rethrow_naming(e, stage_, options_.world_rank(stage_), waiting);
 }
 
 // 2. Forward.

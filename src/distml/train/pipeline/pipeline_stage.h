@@ -50,8 +50,8 @@ namespace distml::train::pipeline {
 struct PipelineOptions {
   std::string schedule = "1f1b";  // gpipe, 1f1b or pipedream
   int micro_batches = 4;
-  bool recompute = false;  // gpipe's activation re-computation
-  VelocityFn spectrain{};  // pipedream: predict the weights from it instead of stashing them
+  bool recompute = false;        // gpipe's activation re-computation
+  VelocityFn spectrain{};        // pipedream: predict the weights from it instead of stashing them
   bool log_weight_uses = false;  // pipedream: keep WeightVersions::uses(), for tests
   std::function<int(int stage)> world_rank = [](int s) { return s; };  // for messages
 };

@@ -52,4 +52,11 @@ std::size_t StageLink::flush() {
   return std::exchange(bytes_, 0);
 }
 
+void rethrow_naming(const CommError& e, int stage, int world_rank, const std::string& waiting) {
+  const std::string why =
+      cat("pipeline stage ", stage, " (rank ", world_rank, ") ", waiting, ": ", e.what());
+  if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(why);
+  throw CommError(why);
+}
+
 }  // namespace distml::train::pipeline

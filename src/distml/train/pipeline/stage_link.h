@@ -4,9 +4,11 @@
 
 #include <torch/torch.h>
 
+#include <string>
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/error.h"
 
 namespace distml::train::pipeline {
 
@@ -31,5 +33,11 @@ class StageLink {
   std::vector<Pending> pending_;
   std::size_t bytes_ = 0;
 };
+
+/// A stage that died or stalls shows itself to the others only as a wait that does not end:
+/// rethrows `e` (a TimeoutError stays one) naming the waiting stage, its world rank and what
+/// it waited for.
+[[noreturn]] void rethrow_naming(const CommError& e, int stage, int world_rank,
+                                 const std::string& waiting);
 
 }  // namespace distml::train::pipeline
