@@ -17,6 +17,7 @@
 #include "distml/comm/engines.h"
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
+#include "distml/core/median.h"
 #include "distml/core/parse.h"
 #include "launch.h"
 #include "mpi_baseline.h"
@@ -102,12 +103,6 @@ Plan make_plan(const BenchOptions& o) {
   plan.reps = o.reps;
   plan.warmup = o.warmup;
   return plan;
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 // The buffers and the one call a benchmark row times.

@@ -7,6 +7,7 @@
 
 #include "distml/comm/engines.h"
 #include "distml/core/error.h"
+#include "distml/core/parse.h"
 #include "distml/train/plan.h"
 #include "distml/train/trainer.h"
 #include "launch.h"
@@ -35,16 +36,12 @@ std::vector<int> micro_batch_candidates(const std::string& text, std::int64_t ba
     for (int m = 1; m <= std::min<std::int64_t>(batch, 32); m *= 2) out.push_back(m);
     return out;
   }
-  std::size_t at = 0;
-  while (at <= text.size()) {
-    const auto comma = std::min(text.find(',', at), text.size());
-    const std::string item = text.substr(at, comma - at);
+  for (const auto& item : split_list(text)) {
     int m = 0;
     if (std::sscanf(item.c_str(), "%d", &m) != 1 || m < 1 || cat(m) != item)
       throw UsageError(
           cat("--micro-batches: expected \"auto\" or counts >= 1 like 4,8, got \"", text, "\""));
     out.push_back(m);
-    at = comma + 1;
   }
   return out;
 }

@@ -10,6 +10,7 @@
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/core/fnv1a.h"
+#include "distml/core/median.h"
 #include "distml/train/model_setup.h"
 #include "distml/train/objective.h"
 #include "distml/train/pipeline/profile.h"
@@ -43,11 +44,6 @@ std::vector<double> round_trips(comm::Communicator& world, std::size_t bytes, in
   }
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
 double mean(const std::vector<double>& v) {
   double sum = 0;
   for (double x : v) sum += x;
@@ -67,6 +63,8 @@ pipeline::Link measured_link(comm::Communicator& world, bool loaded) {
                                 : median(round_trips(world, 8, 50)) / 2;
     const double large = median(round_trips(world, kLarge, 10)) / 2;
     v[0] = small;
+    // The bandwidth from the large message's time less the latency; under load the measured
+    // latency can exceed a large message's whole time, so at most half of that is taken off.
     v[1] = kLarge / std::max(1e-12, large - std::min(small, large / 2));
   } else if (loaded) {
     const auto a = torch::randn({128, 128});

@@ -17,7 +17,9 @@
 //     step time simulated under parallel.schedule (simulate.h), with each rank's share of its
 //     host's cores; the chosen one trains the most samples per second (R x train.batch_size /
 //     step).
-// Tensor parallelism is not planned (parallel.tensor stays 1).
+// Tensor parallelism is not planned (parallel.tensor stays 1), and the simulation runs the
+// forwards and backwards as measured: gpipe's re-computation and pipedream's re-computed
+// forwards and per-micro-batch updates are not in its times.
 #pragma once
 
 #include <optional>

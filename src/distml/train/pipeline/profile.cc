@@ -3,16 +3,11 @@
 #include <algorithm>
 
 #include "distml/core/clock.h"
+#include "distml/core/median.h"
 #include "distml/train/checkpoint_contents.h"
 
 namespace distml::train::pipeline {
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 double bytes_of(const torch::Tensor& t) {
   return static_cast<double>(t.numel() * t.element_size());
