@@ -356,6 +356,13 @@ TEST(Config, PipelineKeys) {
   EXPECT_EQ(config_error("[parallel]\nschedule = \"pipedream\"\n", {"strategy.name=local_sgd"}),
             "x.toml: parallel.schedule = \"pipedream\" updates after every micro-batch; its "
             "replicas use strategy.name = \"allreduce\", got \"local_sgd\"");
+  // ddg pipelines whole batches: one per step unless a micro-batch count is set, then refused.
+  const auto ddg = parse_config("[parallel]\nschedule = \"ddg\"\n", "x");
+  EXPECT_EQ(ddg.parallel.micro_batches, 1);
+  EXPECT_EQ(parse_config(canonical_text(ddg), "x").parallel.micro_batches, 1);
+  EXPECT_EQ(config_error("[parallel]\nschedule = \"ddg\"\n", {"parallel.micro_batches=4"}),
+            "--set parallel.micro_batches=4: parallel.schedule = \"ddg\" pipelines whole "
+            "batches, one per step; parallel.micro_batches must be 1, got 4");
   EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\n", {"strategy.name=ps"}),
             "--set strategy.name=ps: strategy.name = \"ps\" does not combine with a split "
             "model (parallel.pipeline_stages = 2, parallel.tensor = 1) yet");

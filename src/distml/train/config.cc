@@ -122,7 +122,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("parallel", "pipeline_stages", 1, CONFIG_FIELD(parallel.pipeline_stages)),
       K::int_key("parallel", "tensor", 1, CONFIG_FIELD(parallel.tensor)),
       K::int_key("parallel", "micro_batches", 1, CONFIG_FIELD(parallel.micro_batches)),
-      K::choice_key("parallel", "schedule", {"gpipe", "1f1b", "pipedream"},
+      K::choice_key("parallel", "schedule", {"gpipe", "1f1b", "pipedream", "ddg"},
                     CONFIG_FIELD(parallel.schedule)),
       K::bool_key("parallel", "spectrain", CONFIG_FIELD(parallel.spectrain)),
       K::bool_key("parallel", "recompute", CONFIG_FIELD(parallel.recompute)),
@@ -153,6 +153,11 @@ void check_pipeline(const TrainConfig& c) {
     throw ConfigError(cat(c.origin("parallel.spectrain"),
                           ": parallel.spectrain extrapolates the weights along the momentum; it "
                           "needs optim.name = \"sgd\" with optim.momentum > 0"));
+  if (p.schedule == "ddg" && p.micro_batches != 1)
+    throw ConfigError(cat(c.origin("parallel.micro_batches"),
+                          ": parallel.schedule = \"ddg\" pipelines whole batches, one per step; "
+                          "parallel.micro_batches must be 1, got ",
+                          p.micro_batches));
   if (p.schedule == "pipedream" && c.strategy.name != "allreduce")
     throw ConfigError(cat(c.origin("parallel.schedule"),
                           ": parallel.schedule = \"pipedream\" updates after every micro-batch; "
@@ -177,6 +182,13 @@ void check_pipeline(const TrainConfig& c) {
     throw ConfigError(cat(c.origin("parallel.partition"), ": parallel.partition lists ",
                           p.partition.size(),
                           " layer counts for parallel.pipeline_stages = ", p.pipeline_stages));
+}
+
+// Defaults that depend on another key: ddg pipelines whole batches, so its micro-batch count
+// is 1 unless the file or an override sets one (which check_pipeline then refuses).
+void resolve_defaults(TrainConfig& c) {
+  if (c.parallel.schedule == "ddg" && !c.given("parallel.micro_batches"))
+    c.parallel.micro_batches = 1;
 }
 
 // Rules that involve more than one key; checked once the file and every override are in.
@@ -210,6 +222,7 @@ TrainConfig parse_config(const std::string& toml_text, const std::string& source
   TrainConfig config = config::parse_with(schema(), toml_text, source, overrides, &origins);
   config.source = source;
   config.origins = std::move(origins);
+  resolve_defaults(config);
   check_consistency(config);
   return config;
 }
@@ -218,12 +231,25 @@ std::string canonical_text(const TrainConfig& config) { return schema().canonica
 
 const std::vector<std::string>& config_keys() { return schema().keys(); }
 
-std::string TrainConfig::origin(const std::string& key) const {
+namespace {
+
+// The index of `key` in config_keys() (and in origins).
+std::size_t key_index(const std::string& key) {
   const auto& keys = config_keys();
-  const auto at = std::find(keys.begin(), keys.end(), key) - keys.begin();
-  DML_CHECK(at < static_cast<std::ptrdiff_t>(keys.size()), "origin() of an unknown key");
-  return at < static_cast<std::ptrdiff_t>(origins.size()) && !origins[at].empty() ? origins[at]
-                                                                                  : source;
+  const auto at = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
+  DML_CHECK(at < keys.size(), "an unknown key: ", key);
+  return at;
+}
+
+}  // namespace
+
+bool TrainConfig::given(const std::string& key) const {
+  const auto at = key_index(key);
+  return at < origins.size() && !origins[at].empty();
+}
+
+std::string TrainConfig::origin(const std::string& key) const {
+  return given(key) ? origins[key_index(key)] : source;
 }
 
 std::string described_config(const TrainConfig& config) {

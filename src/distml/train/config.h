@@ -69,8 +69,8 @@ struct StrategyConfig {
 /// world / pipeline_stages data-parallel replicas of a pipeline of pipeline_stages ranks.
 struct ParallelConfig {
   std::int64_t pipeline_stages = 1;       // 1: no pipeline
-  std::int64_t micro_batches = 4;         // per step, per replica
-  std::string schedule = "1f1b";          // gpipe | 1f1b | pipedream
+  std::int64_t micro_batches = 4;         // per step, per replica (ddg: 1)
+  std::string schedule = "1f1b";          // gpipe | 1f1b | pipedream | ddg
   bool spectrain = false;                 // pipedream: predict the weights, not stash them
   bool recompute = false;                 // gpipe: re-compute activations in the backward
   std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters,
@@ -87,6 +87,8 @@ struct TrainConfig {
   /// Where `key`'s value came from, to start a message about it: the file, or the --set
   /// override that set it (the file's name, too, for a default the file left alone).
   std::string origin(const std::string& key) const;
+  /// Whether the file or an override set `key` (else its default stands).
+  bool given(const std::string& key) const;
   DataConfig data;
   nn::ModelOptions model{.name = "lenet5"};
   OptimizerOptions optim;

@@ -95,6 +95,10 @@ double cores_per_rank(comm::Communicator& world) {
 
 Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicator& world,
                const PlanOptions& options) {
+  if (config.parallel.schedule == "ddg")
+    throw ConfigError(cat(config.origin("parallel.schedule"),
+                          ": distml plan predicts the steps of gpipe, 1f1b and pipedream; ddg's "
+                          "steps overlap one another, which it does not model yet"));
   const auto model = build_model(config, data);
   const auto layers = model.layers();
   const Objective objective(config, data, model);

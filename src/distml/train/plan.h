@@ -43,7 +43,7 @@ struct PlanOptions {
 struct GridPlan {
   int stages = 1, replicas = 1, micro_batches = 1;
   std::vector<int> counts{};  // layers per stage
-  double step_s = 0;        // predicted (simulated)
+  double step_s = 0;          // predicted (simulated)
   double samples_per_s = 0;
 };
 

@@ -172,30 +172,41 @@ struct Trainer::State {
 
   // The same through this rank's pipeline stage: the stage's micro-batches replace
   // train.accumulate, and the strategy communicates during the stage's last backward; under
-  // pipedream every micro-batch's backward is followed by its own update.
+  // pipedream every micro-batch's backward is followed by its own update, under ddg every
+  // step's delayed backward. The loss is the last stage's (0 on the others).
   double pipeline_step(const data::Batch& batch) {
     optimizer->zero_grad();
     const auto rows = static_cast<std::int64_t>(batch.size);
     const auto input =
         stage->stage() == 0 ? objective.model_input(rows_of(batch, 0, rows)) : torch::Tensor();
-    auto update = [&] {
-      strategy->before_optimizer_step();
-      strategy->optimizer_step(*optimizer);
-      strategy->after_optimizer_step(*optimizer, global_step + 1);
-      optimizer->zero_grad();
-    };
     const double loss = stage->step(
         input, rows,
         [&](const torch::Tensor& out, std::int64_t begin, std::int64_t count) {
           return objective.mean_loss_of(out, rows_of(batch, begin, count));
         },
-        [&](bool last) { strategy->before_backward(last); }, update);
+        [&](bool last) { strategy->before_backward(last); }, [&] { stage_update(); });
     if (world.rank() == config.train.slow_rank) straggle(stage->stats().compute_seconds);
     pipeline::accumulate(stage_totals, stage->stats());
     window_stage_times.insert(window_stage_times.end(),
                               {stage->stats().compute_seconds, stage->stats().wait_seconds});
-    if (!stage->asynchronous()) update();
+    if (!stage->asynchronous()) stage_update();
     return loss;
+  }
+
+  // The strategy's and the optimizer's step on what this stage trains.
+  void stage_update() {
+    strategy->before_optimizer_step();
+    strategy->optimizer_step(*optimizer);
+    strategy->after_optimizer_step(*optimizer, global_step + 1);
+    optimizer->zero_grad();
+  }
+
+  // At the end of the run: ddg's delayed backwards still held, applied.
+  void drain_pipeline() {
+    if (!stage) return;
+    optimizer->zero_grad();
+    stage->drain([&](bool last) { strategy->before_backward(last); }, [&] { stage_update(); });
+    pipeline::accumulate(stage_totals, stage->stats());
   }
 
   // Straggler experiments: this rank's compute takes slow_factor times as long.
@@ -355,6 +366,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
 
       const bool last = s.global_step == total;
       if (s.global_step % t.log_every == 0 || last) {
+        if (s.grid) window_loss = pipeline::last_stage_value(window_loss, *s.grid);
         double mean_loss = window_loss / window_steps;
         s.comm.allreduce(comm::Buffer{&mean_loss, 1, comm::DType::f64},
                          {.op = comm::ReduceOp::avg});
@@ -401,6 +413,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
       }
     }
   }
+  s.drain_pipeline();
   const double loop_s = seconds_since(loop_start) - excluded;
   s.sampler.restore(position);
 

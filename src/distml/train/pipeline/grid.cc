@@ -75,6 +75,13 @@ void share_stages(const StageOfModel& part, const Grid& grid) {
   });
 }
 
+double last_stage_value(double value, const Grid& grid) {
+  along_pipeline(grid, "to report the loss", [&](comm::Communicator& pipeline) {
+    pipeline.broadcast(comm::Buffer{&value, 1, comm::DType::f64}, grid.stages - 1);
+  });
+  return value;
+}
+
 nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part,
                             std::int64_t parameters) {
   const std::vector<double> mine = {totals.compute_seconds,

@@ -52,6 +52,9 @@ StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& 
 /// the whole current model (for evaluation, export and the replica check).
 void share_stages(const StageOfModel& part, const Grid& grid);
 
+/// Collective over the pipeline: the last stage's `value` (the loss, which only it knows).
+double last_stage_value(double value, const Grid& grid);
+
 /// Collective over the pipeline: every stage's `totals` (its layers, compute and wait seconds,
 /// bytes sent, peak micro-batches and activation bytes) and the parameters it trains, for the
 /// done line.

@@ -1,6 +1,7 @@
 #include "distml/train/pipeline/pipeline_stage.h"
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "distml/core/clock.h"
@@ -42,16 +43,25 @@ PipelineStage::PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> la
     throw ConfigError(cat("parallel.micro_batches must be >= 1, got ", options_.micro_batches));
   if (options_.recompute && options_.schedule != "gpipe")
     throw ConfigError("parallel.recompute is gpipe's: set parallel.schedule = \"gpipe\"");
-  stage_schedule(options_.schedule, stages_, stage_, 1);  // a ConfigError for an unknown name
-  if (options_.schedule == "pipedream")
+  if (decoupled() && options_.micro_batches != 1)
+    throw ConfigError(
+        cat("parallel.schedule = \"ddg\" pipelines whole batches; "
+            "parallel.micro_batches must be 1, got ",
+            options_.micro_batches));
+  if (!decoupled())
+    stage_schedule(options_.schedule, stages_, stage_, 1);  // a ConfigError for an unknown name
+  if (options_.schedule == "pipedream" || decoupled())
     versions_ = std::make_unique<WeightVersions>(tensors.parameters, options_.spectrain,
                                                  options_.log_weight_uses);
 }
+
+PipelineStage::~PipelineStage() = default;
 
 double PipelineStage::step(const torch::Tensor& input, std::int64_t rows, const LossFn& loss,
                            const std::function<void(bool last)>& before_backward,
                            const std::function<void()>& update) {
   stats_ = {};
+  if (decoupled()) return decoupled_step(input, rows, loss, before_backward, update);
   // 1. The micro-batches.
   const int m = static_cast<int>(std::min<std::int64_t>(options_.micro_batches, rows));
   std::vector<InFlight> flights(m);
@@ -92,31 +102,66 @@ double PipelineStage::step(const torch::Tensor& input, std::int64_t rows, const 
       --held;
     }
   }
-  // 5. Every send done; the batch loss from the last stage.
-  const auto wait_start = Clock::now();
+  // 5. Every send done; the batch loss is the last stage's.
+  end_step(false);
   double batch_loss = 0;
-  if (is_last())
-    for (const auto& f : flights) batch_loss += f.loss;
-  try {
-    stats_.bytes_sent = link_.flush();
-    comm_.broadcast(comm::Buffer{&batch_loss, 1, comm::DType::f64}, stages_ - 1);
-  } catch (const CommError& e) {
-    rethrow_naming(e, "waiting for the other stages to end the step");
-  }
-  stats_.wait_seconds += seconds_since(wait_start);
+  for (const auto& f : flights) batch_loss += f.loss;
   return batch_loss;
 }
 
-// A neighbour's tensor.
-torch::Tensor PipelineStage::receive(int peer, int micro, const char* what) {
+// The ddg schedule, steps 1 to 3: this step's batch forward, the oldest held one's backward.
+double PipelineStage::decoupled_step(const torch::Tensor& input, std::int64_t rows,
+                                     const LossFn& loss,
+                                     const std::function<void(bool)>& before_backward,
+                                     const std::function<void()>& update) {
+  InFlight& f = held_.emplace_back();
+  f.micro = steps_++;
+  f.count = rows;
+  forward(f, input, rows, loss);
+  const double batch_loss = f.loss;
+  stats_.peak_micro_batches = static_cast<int>(held_.size());
+  for (const auto& h : held_)
+    stats_.peak_activation_bytes += h.input.numel() * h.input.element_size();
+  if (std::ssize(held_) > stages_ - 1 - stage_) {  // the delay d = S - 1 - s has passed
+    backward(held_.front(), true, rows, loss, before_backward, update);
+    held_.pop_front();
+  }
+  end_step(false);
+  return batch_loss;
+}
+
+void PipelineStage::drain(const std::function<void(bool)>& before_backward,
+                          const std::function<void()>& update) {
+  stats_ = {};
+  for (; !held_.empty(); held_.pop_front())
+    backward(held_.front(), true, held_.front().count, {}, before_backward, update);
+  end_step(true);
+}
+
+int PipelineStage::tag(const InFlight& f) const { return decoupled() ? f.micro % 2 : f.micro; }
+
+// Waits until the step's sends have arrived (`all_sends`: ddg's delayed gradients too).
+void PipelineStage::end_step(bool all_sends) {
   const auto wait_start = Clock::now();
   try {
-    auto t = link_.recv(peer, micro);
+    stats_.bytes_sent += link_.flush(all_sends);
+  } catch (const CommError& e) {
+    rethrow_naming(e, "waiting for its sends to its neighbours to arrive");
+  }
+  stats_.wait_seconds += seconds_since(wait_start);
+}
+
+// A neighbour's tensor for `f`.
+torch::Tensor PipelineStage::receive(int peer, const InFlight& f, const char* what) {
+  const auto wait_start = Clock::now();
+  try {
+    auto t = link_.recv(peer, tag(f));
     stats_.wait_seconds += seconds_since(wait_start);
     return t;
   } catch (const CommError& e) {
-    rethrow_naming(e, cat("waiting for the ", what, " of micro-batch ", micro, " from stage ", peer,
-                          " (rank ", options_.world_rank(peer), ")"));
+    rethrow_naming(
+        e, cat("waiting for the ", what, " of ", decoupled() ? "batch " : "micro-batch ", f.micro,
+               " from stage ", peer, " (rank ", options_.world_rank(peer), ")"));
   }
 }
 
@@ -130,7 +175,7 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
   if (stage_ == 0) {
     f.input = input.narrow(0, f.begin, f.count);
   } else {
-    f.input = receive(stage_ - 1, f.micro, "activations").requires_grad_(true);
+    f.input = receive(stage_ - 1, f, "activations").requires_grad_(true);
   }
   const auto start = Clock::now();
   std::optional<torch::NoGradGuard> no_grad;
@@ -145,7 +190,7 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
     // The batch's mean loss, whatever each micro-batch's weight in the gradient.
     f.loss = out.item<double>() * (versions_ ? static_cast<double>(f.count) / rows : 1.0);
   } else {
-    link_.send(out, stage_ + 1, f.micro);
+    link_.send(out, stage_ + 1, tag(f));
   }
   if (!recomputes()) f.output = out;
   stats_.compute_seconds += seconds_since(start);
@@ -165,7 +210,7 @@ void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const Lo
                              const std::function<void(bool)>& before_backward,
                              const std::function<void()>& update) {
   torch::Tensor grad;
-  if (!is_last()) grad = receive(stage_ + 1, f.micro, "gradients");
+  if (!is_last()) grad = receive(stage_ + 1, f, "gradients");
   const auto start = Clock::now();
   if (versions_) versions_->before_backward(f.micro);
   std::vector<torch::Tensor> kept;  // with recompute: the buffers before the second forward
@@ -189,7 +234,7 @@ void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const Lo
   stats_.compute_seconds += seconds_since(start);
   if (stage_ > 0) {
     const auto& g = f.input.grad();
-    link_.send(g.defined() ? g : torch::zeros_like(f.input), stage_ - 1, f.micro);
+    link_.send(g.defined() ? g : torch::zeros_like(f.input), stage_ - 1, tag(f), decoupled());
   }
   f.input = f.output = torch::Tensor();
   if (versions_) {

@@ -24,18 +24,35 @@
 //  4. BatchNorm normalises each micro-batch by its own statistics (as torchgpipe does without
 //     deferred batch norm), so with BatchNorm and m > 1 the gradients are those of m smaller
 //     batches, not of the whole batch.
-//  5. The step ends when every send has completed; the last stage's batch loss is broadcast
-//     to every stage.
+//  5. The step ends when every send has completed. The batch's loss is known on the last
+//     stage only; the trainer takes it from there when it reports.
 // The pipedream schedule (asynchronous 1F1B) differs in three ways: each micro-batch's loss
 // counts whole (its mean: it is an update of its own); after each backward `update` runs (the
 // strategy and the optimizer step), so later forwards see newer weights; and the weights each
 // micro-batch runs with are managed by WeightVersions (PipeDream's stashing, or SpecTrain's
 // prediction), with the forward re-computed in the backward.
+// The ddg schedule (decoupled parallel back-propagation; Huo et al. 2018) runs one whole batch
+// per step and lets the backward lag, so that the stages' backwards run in parallel instead
+// of one after the other. With S stages, stage s's delay is d = S - 1 - s steps:
+//  1. Step t's batch goes forward through every stage, as above, without autograd: each
+//     stage keeps its input and stashes the weights it ran with (WeightVersions), and the
+//     last stage computes its loss.
+//  2. The last stage back-propagates batch t at once; stage s < S - 1 back-propagates batch
+//     t - d with the gradient that stage s + 1 sent in step t - 1, re-computing the batch's
+//     forward on its stashed weights. So every stage's gradient for a batch is the gradient at
+//     the weights the batch's forward met, DDG's rule w_s <- w_s - lr grad_s f(x_{t-d}; w_{t-d}).
+//  3. `update` runs after each backward; stage s has nothing to apply in its first d steps.
+//     The input's gradient goes to stage s - 1, which takes it in its next step: the end of a
+//     step waits for this step's activations to arrive, not for that gradient.
+//  4. drain() back-propagates and applies the d batches still held when the run ends.
+// A stage waits only for its input and its delayed gradient, never for the whole pipeline; it
+// holds d + 1 batches' inputs and d stashed copies of its weights.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <functional>
+#include <list>
 #include <string>
 #include <vector>
 
@@ -48,7 +65,7 @@
 namespace distml::train::pipeline {
 
 struct PipelineOptions {
-  std::string schedule = "1f1b";  // gpipe, 1f1b or pipedream
+  std::string schedule = "1f1b";  // gpipe, 1f1b, pipedream or ddg
   int micro_batches = 4;
   bool recompute = false;        // gpipe's activation re-computation
   VelocityFn spectrain{};        // pipedream: predict the weights from it instead of stashing them
@@ -75,36 +92,50 @@ class PipelineStage {
   /// `tensors` their parameters and buffers (nn::select_modules()).
   PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> layers,
                 const nn::ModelTensors& tensors, PipelineOptions options);
+  ~PipelineStage();  // where InFlight is complete
 
   /// The mean loss of rows [begin, begin + count) of the batch, from the last layer's output.
   using LossFn = std::function<torch::Tensor(const torch::Tensor& output, std::int64_t begin,
                                              std::int64_t count)>;
   /// One step's forwards and backwards over a batch of `rows` samples. Stage 0 takes `input`
   /// (the whole batch, rows first), the last stage `loss`; other stages may pass empty ones.
-  /// Returns the batch's mean loss, on every stage. `update` runs after each backward under
-  /// pipedream (and never otherwise).
+  /// Returns the batch's mean loss on the last stage, 0 on the others. `update` runs after
+  /// each backward under pipedream and ddg (and never otherwise).
   double step(const torch::Tensor& input, std::int64_t rows, const LossFn& loss,
               const std::function<void(bool last)>& before_backward,
               const std::function<void()>& update = {});
+  /// ddg, at the end of a run: the held batches' delayed backwards and updates (step 4).
+  /// Does nothing under the other schedules, whose steps leave nothing behind.
+  void drain(const std::function<void(bool last)>& before_backward,
+             const std::function<void()>& update);
 
   const StageStats& stats() const { return stats_; }
-  /// Under pipedream: the weights each micro-batch ran with; otherwise null.
+  /// Under pipedream and ddg: the weights each micro-batch ran with; otherwise null.
   const WeightVersions* weight_versions() const { return versions_.get(); }
+  /// Whether the stage runs `update` itself (pipedream, ddg).
   bool asynchronous() const { return versions_ != nullptr; }
   int stage() const { return stage_; }
   int stages() const { return stages_; }
 
  private:
   struct InFlight;  // what a micro-batch's forward leaves for its backward
+  double decoupled_step(const torch::Tensor& input, std::int64_t rows, const LossFn& loss,
+                        const std::function<void(bool)>& before_backward,
+                        const std::function<void()>& update);
   void forward(InFlight& f, const torch::Tensor& input, std::int64_t rows, const LossFn& loss);
   void backward(InFlight& f, bool last, std::int64_t rows, const LossFn& loss,
                 const std::function<void(bool)>& before_backward,
                 const std::function<void()>& update);
   torch::Tensor compute(const InFlight& f, std::int64_t rows, const LossFn& loss);
-  torch::Tensor receive(int peer, int micro, const char* what);
+  torch::Tensor receive(int peer, const InFlight& f, const char* what);
+  void end_step(bool all_sends);
   [[noreturn]] void rethrow_naming(const CommError& e, const std::string& waiting) const;
   bool is_last() const { return stage_ == stages_ - 1; }
+  bool decoupled() const { return options_.schedule == "ddg"; }
   bool recomputes() const { return options_.recompute || asynchronous(); }
+  // ddg's batches are numbered by step and alternate between two tags: at most two of a
+  // stage's sends to a neighbour are in flight at once.
+  int tag(const InFlight& f) const;
 
   comm::Communicator& comm_;
   std::vector<nn::Layer> layers_;
@@ -113,7 +144,9 @@ class PipelineStage {
   int stage_, stages_;
   StageLink link_;
   StageStats stats_;
-  std::unique_ptr<WeightVersions> versions_;  // pipedream
+  std::unique_ptr<WeightVersions> versions_;  // pipedream, ddg
+  std::list<InFlight> held_;                  // ddg: the batches whose backward is to come
+  int steps_ = 0;                             // ddg: steps run, the next batch's number
 };
 
 }  // namespace distml::train::pipeline

@@ -17,10 +17,11 @@ int data_tag(int tag) { return 2 * tag + 1; }
 
 }  // namespace
 
-void StageLink::send(const torch::Tensor& t, int peer, int tag) {
+void StageLink::send(const torch::Tensor& t, int peer, int tag, bool for_next_step) {
   DML_CHECK(static_cast<std::size_t>(t.dim()) <= kMaxDims, "a pipeline activation has ", t.dim(),
             " dimensions; at most ", kMaxDims, " can travel");
   Pending p;
+  p.flushes_to_skip = for_next_step ? 1 : 0;
   p.data = t.detach().contiguous();
   p.header.assign(kHeader, 0);
   p.header[0] = static_cast<std::int64_t>(p.data.scalar_type());
@@ -43,12 +44,17 @@ torch::Tensor StageLink::recv(int peer, int tag) {
   return t;
 }
 
-std::size_t StageLink::flush() {
+std::size_t StageLink::flush(bool all) {
+  std::vector<Pending> kept;
   for (auto& p : pending_) {
+    if (!all && p.flushes_to_skip-- > 0) {
+      kept.push_back(std::move(p));
+      continue;
+    }
     p.header_work.wait();
     p.data_work.wait();
   }
-  pending_.clear();
+  pending_ = std::move(kept);
   return std::exchange(bytes_, 0);
 }
 

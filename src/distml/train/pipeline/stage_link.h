@@ -16,18 +16,23 @@ class StageLink {
  public:
   explicit StageLink(comm::Communicator& comm) : comm_(comm) {}
 
-  /// Sends `t` to `peer` on `tag` without waiting; the tensor is kept until flush().
-  void send(const torch::Tensor& t, int peer, int tag);
+  /// Sends `t` to `peer` on `tag` without waiting; the tensor is kept until a flush waits for
+  /// it. A send `for_next_step` is one its receiver takes only in its own next step (ddg's
+  /// delayed gradients): the next flush leaves it pending and the one after waits for it, so
+  /// that the end of a step never waits on a peer's next step.
+  void send(const torch::Tensor& t, int peer, int tag, bool for_next_step = false);
   /// Receives the tensor `peer` sent on `tag` (blocking, under the communicator's timeout).
   torch::Tensor recv(int peer, int tag);
-  /// Waits until every send has completed; returns the bytes sent since the last flush.
-  std::size_t flush();
+  /// Waits until the sends have completed (`all`: those for the next step too); returns the
+  /// bytes sent since the last flush.
+  std::size_t flush(bool all = false);
 
  private:
   struct Pending {
     std::vector<std::int64_t> header;
     torch::Tensor data;
     comm::Work header_work, data_work;
+    int flushes_to_skip = 0;  // 1 for a send for the next step
   };
   comm::Communicator& comm_;
   std::vector<Pending> pending_;

@@ -31,8 +31,7 @@ using VelocityFn = std::function<std::vector<torch::Tensor>()>;
 
 /// W - ahead x velocity, parameter by parameter: SpecTrain's prediction.
 std::vector<torch::Tensor> predicted_weights(const std::vector<torch::Tensor>& weights,
-                                             const std::vector<torch::Tensor>& velocity,
-                                             int ahead);
+                                             const std::vector<torch::Tensor>& velocity, int ahead);
 
 class WeightVersions {
  public:
