@@ -9,8 +9,9 @@
 #  2. accuracy: the 784-1024-512-10 MLP on MNIST for 2 epochs (lr 0.2, cosine) under gpipe and
 #     1f1b at 2 stages, a 2 x 2 grid (2 replicas x 2 stages) and 2 tensor-parallel ranks,
 #     beside plain allreduce at 2 ranks (target >= 97% each); and for 10 epochs at the
-#     example's lr, 1f1b against pipedream and pipedream + spectrain (target: within 0.5
-#     points of 1f1b; ACCURACY="1f1b_10 pipedream_10 spectrain_10", not in the default).
+#     example's lr, 1f1b against pipedream, pipedream + spectrain and ddg (target: within
+#     0.5 points of 1f1b; ACCURACY="1f1b_10 pipedream_10 spectrain_10 ddg_10", not in the
+#     default).
 # Appends JSON lines to bench/results/pipeline.jsonl and prints the tables.
 # Knobs: PARTS ("speed accuracy"), ACCURACY ("allreduce gpipe 1f1b grid tensor"), REPS (5),
 # STEPS (20 timed per speed run), BUILD (build), OUT.
@@ -66,6 +67,7 @@ for name in "${accuracy_cases[@]}"; do
     pipedream_10) args=(--set parallel.pipeline_stages=2 --set parallel.schedule=pipedream) ;;
     spectrain_10) args=(--set parallel.pipeline_stages=2 --set parallel.schedule=pipedream
                         --set parallel.spectrain=true) ;;
+    ddg_10) args=(--set parallel.pipeline_stages=2 --set parallel.schedule=ddg) ;;
     *) echo "pipeline.sh: unknown accuracy case $name" >&2; exit 2 ;;
   esac
   echo "pipeline: accuracy, $name at $np ranks" >&2
