@@ -174,6 +174,8 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
                             const LossFn& loss) {
   if (stage_ == 0) {
     f.input = input.narrow(0, f.begin, f.count);
+    // ddg holds it into later steps, and the caller's batch may reuse its memory by then.
+    if (decoupled()) f.input = f.input.clone();
   } else {
     f.input = receive(stage_ - 1, f, "activations").requires_grad_(true);
   }
