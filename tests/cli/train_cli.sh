@@ -144,9 +144,14 @@ PY
     engine=$1
     shift
     (($# > 0)) || set -- gpipe 1f1b recompute profile tensor grid ddg
-    run() { "$distml" train --config "$dir/lenet.toml" --json --set train.dtype=float64 "$@" |
-      tee "$dir/run.jsonl" | tail -n 1; }
-    plain=$(run --engine "$engine" --np 2) || fail "plain data parallelism failed: $plain"
+    # run NAME ARGS...: the done line; the model exported to $dir/NAME.pt
+    run() {
+      local name=$1
+      shift
+      "$distml" train --config "$dir/lenet.toml" --json --set train.dtype=float64 \
+        --set train.export="\"$dir/$name.pt\"" "$@" | tee "$dir/run.jsonl" | tail -n 1
+    }
+    plain=$(run plain --engine "$engine" --np 2) || fail "plain data parallelism failed: $plain"
     for split in "$@"; do
       stages=2 tensor=1 micro=3 schedule=1f1b recompute=false partition='"balanced"'
       case $split in
@@ -173,15 +178,25 @@ PY
       # against its reference); here the same run on the in-process engine is the reference,
       # so that the engine's transport (the delayed gradients in flight across steps, the
       # drain at the end) is checked with the same bound.
-      reference=$plain
+      reference=$plain want=plain
       if [[ $split == ddg ]]; then
-        reference=$(run --engine local "${args[@]}") || fail "ddg on local ranks failed: $reference"
+        reference=$(run reference --engine local "${args[@]}") ||
+          fail "ddg on local ranks failed: $reference"
+        want=reference
       fi
-      out=$(run --engine "$engine" "${args[@]}") || fail "split $split failed: $out"
-      "$python" - "$reference" "$out" "$stages" "$tensor" "$dir/run.jsonl" <<'PY' || fail "split $split differs from its reference"
-import json, sys
+      out=$(run split --engine "$engine" "${args[@]}") || fail "split $split failed: $out"
+      # The stages hold only their own layers: the test loss comes through the pipeline, and
+      # the export from rank 0 gathering the stages; both are compared with the same bound.
+      "$python" - "$reference" "$out" "$stages" "$tensor" "$dir/run.jsonl" "$dir/$want.pt" \
+        "$dir/split.pt" <<'PY' || fail "split $split differs from its reference"
+import json, sys, torch
 plain, piped = (json.loads(a) for a in sys.argv[1:3])
 stages, tensor = (int(a) for a in sys.argv[3:5])
+want, got = (torch.load(a) for a in sys.argv[6:8])
+assert want.keys() == got.keys(), (want.keys(), got.keys())
+for name in want:
+    scale = want[name].abs().max().item()
+    assert (got[name] - want[name]).abs().max().item() <= 1e-9 * scale, name
 # Each step's time per stage, in the stage_steps events (--json).
 events = [json.loads(l) for l in open(sys.argv[5])]
 timed = [s for e in events if e["event"] == "stage_steps" for s in e["steps"]]
@@ -218,7 +233,8 @@ PY
     expect 2 "the model does not fit one rank; cut it into stages" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 2 \
       --set parallel.max_stage_params=55000
-    out=$(run --np 2 --set parallel.max_stage_params=55000 --set parallel.pipeline_stages=2) ||
+    out=$(run budget --engine "$engine" --np 2 --set parallel.max_stage_params=55000 \
+      --set parallel.pipeline_stages=2) ||
       fail "a model within the budget when cut failed: $out"
     "$python" - "$out" <<'PY' || fail "budget: $out"
 import json, sys

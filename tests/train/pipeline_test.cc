@@ -17,6 +17,7 @@
 #include "distml/train/pipeline/profile.h"
 #include "distml/train/pipeline/schedule.h"
 #include "distml/train/pipeline/simulate.h"
+#include "distml/train/split_model.h"
 #include "pipeline_fixture.h"
 
 namespace distml::train {
@@ -294,6 +295,41 @@ TEST(PipelineProfile, MeasuresEveryLayerAndLeavesTheModelAsItWas) {
 
 TEST(PipelineLayers, AModelThatIsNoSequenceIsRefused) {
   EXPECT_THROW(nn::make_model({.name = "char_lstm", .vocab_size = 8}).layers(), ConfigError);
+}
+
+// A rank keeps only its stage's tensors; rank 0 gathers them back bit for bit, with the
+// BatchNorm buffers (resnet20 over 3 stages, each stage's tensors set to its own values).
+TEST(PipelineStages, HoldOnlyTheirOwnTensorsUntilRankZeroGathersThem) {
+  constexpr int kStages = 3;
+  torch::manual_seed(3);
+  const auto want = nn::make_model({.name = "resnet20"});
+  std::vector<nn::Model> models;
+  for (int s = 0; s < kStages; ++s) models.push_back(nn::make_model({.name = "resnet20"}));
+  comm::local::run_ranks(kStages, {}, [&](comm::Communicator& world) {
+    const int s = world.rank();
+    auto grid = pipeline::make_grid(world, kStages);
+    auto part = pipeline::cut_model(models[s], {}, kStages, s);
+    const auto whole = pipeline::cut_model(want, {}, kStages, s).own;
+    {
+      torch::NoGradGuard no_grad;  // this stage's tensors as the reference has them
+      for (std::size_t i = 0; i < part.own.parameters.size(); ++i)
+        part.own.parameters[i].copy_(whole.parameters[i]);
+      for (std::size_t i = 0; i < part.own.buffers.size(); ++i)
+        part.own.buffers[i].copy_(whole.buffers[i]);
+    }
+    pipeline::release_other_stages(part);
+    std::int64_t held = 0;
+    for (const auto& p : models[s].parameters()) held += p.numel();
+    EXPECT_EQ(held, parameter_count(part.own)) << "stage " << s;
+    pipeline::gather_on_rank0(part, grid);
+    if (s != 0) return;
+    const auto got = models[0].tensors(), all = want.tensors();
+    ASSERT_EQ(got.parameters.size(), all.parameters.size());
+    for (std::size_t i = 0; i < all.parameters.size(); ++i)
+      EXPECT_TRUE(torch::equal(got.parameters[i], all.parameters[i])) << got.parameter_names[i];
+    for (std::size_t i = 0; i < all.buffers.size(); ++i)
+      EXPECT_TRUE(torch::equal(got.buffers[i], all.buffers[i])) << got.buffer_names[i];
+  });
 }
 
 }  // namespace

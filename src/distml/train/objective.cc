@@ -159,7 +159,16 @@ std::vector<double> Objective::empty_sums() const {
 
 void Objective::add_to(std::vector<double>& sums, nn::Model& model, const Rows& rows) const {
   torch::NoGradGuard no_grad;
-  const auto out = evaluate(model, rows, false);
+  add_output(sums, evaluate(model, rows, false), rows);
+}
+
+void Objective::add_prediction_to(std::vector<double>& sums, const torch::Tensor& prediction,
+                                  const Rows& rows) const {
+  torch::NoGradGuard no_grad;
+  add_output(sums, score(prediction, rows, false), rows);
+}
+
+void Objective::add_output(std::vector<double>& sums, const Output& out, const Rows& rows) const {
   sums[kLoss] += out.loss.item<double>();
   sums[kCount] += kind_ == TaskKind::language_model ? out.target.size(0) : rows.count;
   sums[kElements] += out.target.numel();

@@ -58,6 +58,9 @@ class Objective {
   /// vector, then read the metrics from it.
   std::vector<double> empty_sums() const;
   void add_to(std::vector<double>& sums, nn::Model& model, const Rows& rows) const;
+  /// The same from the model's prediction for the rows (a pipeline's last stage).
+  void add_prediction_to(std::vector<double>& sums, const torch::Tensor& prediction,
+                         const Rows& rows) const;
   EvalMetrics metrics(const std::vector<double>& sums) const;
 
   /// Runs the model on two training rows, so that a data shape the model cannot take stops
@@ -71,6 +74,7 @@ class Objective {
   };
   Output evaluate(nn::Model& model, const Rows& rows, bool mean) const;
   Output score(const torch::Tensor& prediction, const Rows& rows, bool mean) const;
+  void add_output(std::vector<double>& sums, const Output& out, const Rows& rows) const;
   torch::Tensor input(const Rows& rows) const;
   torch::Tensor target(const Rows& rows) const;
 

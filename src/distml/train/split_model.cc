@@ -81,8 +81,8 @@ std::int64_t parameter_count(const nn::ModelTensors& tensors) {
 }
 
 // Collective: parallel.max_stage_params against what the rank that trains the most trains
-// (its stage, or its slices of it). Every rank still builds the whole model, for evaluation
-// and export; the budget bounds the trained parameters, their gradients and optimizer state.
+// (its stage, or its slices of it): the parameters, gradients and optimizer state it keeps
+// after the start, when the other stages' tensors are freed (pipeline::release_other_stages).
 void check_parameter_budget(const TrainConfig& c, const nn::ModelTensors& trained,
                             comm::Communicator& world) {
   const auto budget = c.parallel.max_stage_params;

@@ -216,16 +216,16 @@ struct Trainer::State {
   }
 
   // Collective: one model on every rank (the strategy's reconcile, BatchNorm statistics
-  // averaged), before it is evaluated, saved or exported.
-  // With a split model each rank then gathers its stage's slices and receives the other
-  // stages' tensors: every rank holds the whole model.
+  // averaged), before it is evaluated, saved or exported. With tensor ranks each then gathers
+  // its stage's slices into the whole stage; with stages each holds only its own.
   void consolidate() {
     strategy->reconcile(*optimizer);
     agree_on_buffers(trained_tensors().buffers, comm);  // BatchNorm statistics: see the header
     if (split) split->gather_into_whole();
-    if (part) share_stages(*part, *grid);
   }
 
+  // Collective: the test metrics, every replica scoring its block of the test rows (through
+  // its pipeline's stages, with stages: the last one scores, then tells the others).
   EvalMetrics evaluate() {
     consolidate();
     const auto& test = data.test;
@@ -233,12 +233,26 @@ struct Trainer::State {
                            ? comm::BlockRange{0, test.num_samples}
                            : comm::block_range(test.num_samples, comm.size(), comm.rank());
     const std::int64_t chunk = std::max<std::int64_t>(256, config.train.batch_size);
+    const auto rows = [&](std::int64_t i) {
+      const auto begin = range.begin + i * chunk;
+      return rows_of(test, begin, std::min<std::int64_t>(chunk, range.end - begin));
+    };
+    const auto chunks = (static_cast<std::int64_t>(range.end - range.begin) + chunk - 1) / chunk;
     auto sums = objective.empty_sums();
     model.train(false);
-    for (std::size_t i = range.begin; i < range.end; i += chunk)
-      objective.add_to(sums, model, rows_of(test, i, std::min<std::int64_t>(chunk, range.end - i)));
+    if (grid) {
+      pipeline::forward_through(
+          part->layers, *grid, chunks,
+          [&](std::int64_t i) { return objective.model_input(rows(i)); },
+          [&](std::int64_t i, const torch::Tensor& out) {
+            objective.add_prediction_to(sums, out, rows(i));
+          });
+    } else {
+      for (std::int64_t i = 0; i < chunks; ++i) objective.add_to(sums, model, rows(i));
+    }
     model.train(true);
     comm.allreduce(comm::Buffer{sums.data(), sums.size(), comm::DType::f64});
+    if (grid) pipeline::take_from_last_stage(sums, *grid);
     return objective.metrics(sums);
   }
 
@@ -288,6 +302,7 @@ Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const Task
   s_ = std::make_unique<State>(config, comm, data);
   check_parameter_budget(config, s_->trained_tensors(), comm);
   if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
+  if (s_->part) pipeline::release_other_stages(*s_->part);  // once the whole model has run
   s_->strategy->setup(s_->trained_tensors());
 }
 
@@ -366,7 +381,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
 
       const bool last = s.global_step == total;
       if (s.global_step % t.log_every == 0 || last) {
-        if (s.grid) window_loss = pipeline::last_stage_value(window_loss, *s.grid);
+        if (s.grid) pipeline::take_from_last_stage({&window_loss, 1}, *s.grid);
         double mean_loss = window_loss / window_steps;
         s.comm.allreduce(comm::Buffer{&mean_loss, 1, comm::DType::f64},
                          {.op = comm::ReduceOp::avg});
@@ -419,7 +434,13 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
 
   if (!t.checkpoint_dir.empty()) checkpoint();
   result.test = s.evaluate();  // also consolidates the replicas, before the export
-  result.param_checksum = check_replicas_agree(s.model.tensors(), s.grid ? s.world : s.comm);
+  if (s.grid) {  // each stage's replicas agree; then rank 0 gathers the model to export it
+    check_replicas_agree(s.part->own, *s.grid->peers);
+    pipeline::gather_on_rank0(*s.part, *s.grid);
+    result.param_checksum = checksum(s.model.tensors());
+  } else {
+    result.param_checksum = check_replicas_agree(s.model.tensors(), s.comm);
+  }
   s.strategy->finish();
   result.strategy_report = s.strategy->report();
   if (s.grid) {

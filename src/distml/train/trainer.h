@@ -78,6 +78,8 @@ class Trainer {
   /// Evaluates the current model on the test split (collective).
   EvalMetrics evaluate();
 
+  /// The model. With pipeline stages a rank holds only its own stage's tensors (the others'
+  /// are empty), until the end of run() gathers the whole model on rank 0 for the export.
   nn::Model& model();
 
  private:

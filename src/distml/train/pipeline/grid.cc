@@ -45,6 +45,7 @@ StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& 
       modules.insert(modules.end(), layers[l].modules.begin(), layers[l].modules.end());
     part.stages.push_back(nn::select_modules(all, modules));
   }
+  part.stage = stage;
   part.layers.assign(layers.begin() + bounds[stage], layers.begin() + bounds[stage + 1]);
   part.own = part.stages[stage];
   return part;
@@ -65,21 +66,68 @@ void along_pipeline(const Grid& grid, const std::string& waiting, Collective&& c
 
 }  // namespace
 
-void share_stages(const StageOfModel& part, const Grid& grid) {
+// The other stages' tensors, in stage order: parameters, then buffers.
+template <class Visit>
+void for_other_stages(const StageOfModel& part, Visit&& visit) {
+  for (int s = 0; s < static_cast<int>(part.stages.size()); ++s) {
+    if (s == part.stage) continue;
+    for (const auto* tensors : {&part.stages[s].parameters, &part.stages[s].buffers})
+      for (const auto& t : *tensors) visit(t);
+  }
+}
+
+void release_other_stages(StageOfModel& part) {
   torch::NoGradGuard no_grad;
-  along_pipeline(grid, "to share their weights", [&](comm::Communicator& pipeline) {
-    for (int s = 0; s < static_cast<int>(part.stages.size()); ++s) {
-      for (const auto& p : part.stages[s].parameters) pipeline.broadcast(buffer_of(p), s);
-      for (const auto& b : part.stages[s].buffers) pipeline.broadcast(buffer_of(b), s);
+  part.released_shapes.clear();
+  for_other_stages(part, [&](torch::Tensor t) {
+    part.released_shapes.push_back(t.sizes().vec());
+    t.set_data(torch::empty({0}, t.options()));
+  });
+}
+
+void gather_on_rank0(StageOfModel& part, const Grid& grid) {
+  if (grid.replica != 0 || grid.tensor_rank != 0 || grid.stages == 1) return;
+  torch::NoGradGuard no_grad;
+  along_pipeline(grid, "to gather the model on rank 0", [&](comm::Communicator& pipeline) {
+    if (grid.stage != 0) {
+      for (const auto* tensors : {&part.own.parameters, &part.own.buffers})
+        for (const auto& t : *tensors) pipeline.send(buffer_of(t.contiguous()), 0, 0);
+      return;
+    }
+    std::size_t i = 0;
+    for_other_stages(part, [&](torch::Tensor t) {
+      t.set_data(torch::empty(part.released_shapes.at(i++), t.options()));
+    });
+    for (int s = 1; s < grid.stages; ++s)
+      for (const auto* tensors : {&part.stages[s].parameters, &part.stages[s].buffers})
+        for (const auto& t : *tensors) pipeline.recv(buffer_of(t), s, 0);
+  });
+}
+
+void forward_through(const std::vector<nn::Layer>& layers, const Grid& grid, std::int64_t chunks,
+                     const std::function<torch::Tensor(std::int64_t)>& input_of,
+                     const std::function<void(std::int64_t, const torch::Tensor&)>& take_output) {
+  torch::NoGradGuard no_grad;
+  const bool first = grid.stage == 0, last = grid.stage == grid.stages - 1;
+  along_pipeline(grid, "to evaluate", [&](comm::Communicator& pipeline) {
+    StageLink link(pipeline);
+    for (std::int64_t i = 0; i < chunks; ++i) {
+      const auto out = nn::run_layers(layers, first ? input_of(i) : link.recv(grid.stage - 1, 0));
+      if (last) {
+        take_output(i, out);
+      } else {
+        link.send(out, grid.stage + 1, 0);
+        link.flush();  // one chunk on the way at a time: they share the tag
+      }
     }
   });
 }
 
-double last_stage_value(double value, const Grid& grid) {
-  along_pipeline(grid, "to report the loss", [&](comm::Communicator& pipeline) {
-    pipeline.broadcast(comm::Buffer{&value, 1, comm::DType::f64}, grid.stages - 1);
+void take_from_last_stage(std::span<double> values, const Grid& grid) {
+  along_pipeline(grid, "to hear the last stage's results", [&](comm::Communicator& pipeline) {
+    pipeline.broadcast(comm::Buffer{values.data(), values.size(), comm::DType::f64},
+                       grid.stages - 1);
   });
-  return value;
 }
 
 nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const StageOfModel& part,

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <vector>
 
 #include "distml/comm/communicator.h"
@@ -36,10 +38,14 @@ Grid make_grid(comm::Communicator& world, int stages, int tensor_ranks = 1);
 
 /// One stage's part of a model.
 struct StageOfModel {
+  int stage = 0;
   std::vector<nn::Layer> layers;         // this stage's, in order
   nn::ModelTensors own;                  // their parameters and buffers
   std::vector<nn::ModelTensors> stages;  // every stage's
   std::vector<int> layer_counts;         // layers per stage
+  /// The other stages' tensors' shapes, in stage order, once release_other_stages() has
+  /// freed them.
+  std::vector<std::vector<std::int64_t>> released_shapes;
 };
 
 /// Cuts `model` into `stages` by the layer `counts` (empty: balanced by parameter count) and
@@ -48,12 +54,24 @@ struct StageOfModel {
 StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& counts, int stages,
                        int stage);
 
-/// Collective over the pipeline: each stage broadcasts its tensors, so that every rank holds
-/// the whole current model (for evaluation, export and the replica check).
-void share_stages(const StageOfModel& part, const Grid& grid);
+/// Frees the other stages' parameters and buffers (they become empty tensors), so that a rank
+/// holds only its own stage's; their shapes stay in `part.released_shapes`.
+void release_other_stages(StageOfModel& part);
 
-/// Collective over the pipeline: the last stage's `value` (the loss, which only it knows).
-double last_stage_value(double value, const Grid& grid);
+/// Collective over world rank 0's pipeline (nothing on the others): each stage sends its
+/// tensors to stage 0, which then holds the whole model again (for the export).
+void gather_on_rank0(StageOfModel& part, const Grid& grid);
+
+/// Collective over the pipeline: `chunks` inputs forward through the stages' `layers`
+/// without autograd; stage 0 takes chunk i from `input_of(i)`, the last stage hands its
+/// output to `take_output(i, output)`.
+void forward_through(const std::vector<nn::Layer>& layers, const Grid& grid, std::int64_t chunks,
+                     const std::function<torch::Tensor(std::int64_t)>& input_of,
+                     const std::function<void(std::int64_t, const torch::Tensor&)>& take_output);
+
+/// Collective over the pipeline: every stage gets the last stage's `values` (the loss and the
+/// evaluation's sums, which only it knows).
+void take_from_last_stage(std::span<double> values, const Grid& grid);
 
 /// Collective over the pipeline: every stage's `totals` (its layers, compute and wait seconds,
 /// bytes sent, peak micro-batches and activation bytes) and the parameters it trains, for the

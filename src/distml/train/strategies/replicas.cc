@@ -49,17 +49,22 @@ std::vector<int> ranks_unlike_rank0(std::uint64_t value, comm::Communicator& com
   return unlike;
 }
 
-std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm) {
+std::uint64_t checksum(const nn::ModelTensors& model) {
   Fnv1a h;
   for (const auto* tensors : {&model.parameters, &model.buffers})
     for (const auto& t : *tensors) {
       const auto c = t.contiguous();
       h.mix(c.data_ptr(), c.numel() * c.element_size());
     }
-  if (const auto unlike = ranks_unlike_rank0(h.value(), comm); !unlike.empty())
+  return h.value();
+}
+
+std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm) {
+  const auto value = checksum(model);
+  if (const auto unlike = ranks_unlike_rank0(value, comm); !unlike.empty())
     throw InternalError(
         cat("after training, rank ", unlike[0], " holds parameters that differ from rank 0's"));
-  return h.value();
+  return value;
 }
 
 void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator& comm) {

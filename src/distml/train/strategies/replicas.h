@@ -31,8 +31,11 @@ void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator
 /// Collective. The ranks whose `value` differs from rank 0's (none: the ranks agree).
 std::vector<int> ranks_unlike_rank0(std::uint64_t value, comm::Communicator& comm);
 
-/// Collective. A checksum (FNV-1a) of the parameters and buffers; an InternalError naming a
-/// rank whose replica is not bit for bit rank 0's.
+/// A checksum (FNV-1a) of the parameters and buffers.
+std::uint64_t checksum(const nn::ModelTensors& model);
+
+/// Collective. checksum(model); an InternalError naming a rank whose replica is not bit for
+/// bit rank 0's.
 std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm);
 
 /// Collective. Replaces each tensor by its average over the ranks (one all-reduce over a flat
