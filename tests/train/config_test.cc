@@ -363,6 +363,9 @@ TEST(Config, PipelineKeys) {
   EXPECT_EQ(config_error("[parallel]\nschedule = \"ddg\"\n", {"parallel.micro_batches=4"}),
             "--set parallel.micro_batches=4: parallel.schedule = \"ddg\" pipelines whole "
             "batches, one per step; parallel.micro_batches must be 1, got 4");
+  EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\nschedule = \"ddg\"\n",
+                         {"train.checkpoint_dir=ck"}),
+            std::string("--set train.checkpoint_dir=ck: ") + kDdgHoldsBatches);
   EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\n", {"strategy.name=ps"}),
             "--set strategy.name=ps: strategy.name = \"ps\" does not combine with a split "
             "model (parallel.pipeline_stages = 2, parallel.tensor = 1) yet");

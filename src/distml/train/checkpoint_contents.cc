@@ -91,6 +91,20 @@ void set_generator_state(const std::string& state) {
   generator.set_state(bytes_tensor(state));
 }
 
+std::string optimizer_state(torch::optim::Optimizer& optimizer) {
+  torch::serialize::OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& state) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(state.data(), state.size());
+  optimizer.load(archive);
+}
+
 std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& optimizer,
                               const TrainingPosition& position, const std::vector<RankState>& ranks,
                               const TrainConfig& config) {
@@ -112,6 +126,8 @@ std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& o
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     archive.write(cat("rng_", r), bytes_tensor(ranks[r].rng));
     archive.write(cat("strategy_", r), bytes_tensor(ranks[r].strategy));
+    if (!ranks[r].optimizer.empty())
+      archive.write(cat("optimizer_", r), bytes_tensor(ranks[r].optimizer));
   }
   archive.write("config", bytes_tensor(canonical_text(config)));
   std::ostringstream out;
@@ -144,9 +160,13 @@ Resumed decode_checkpoint(const std::string& payload, const std::string& path, n
         throw CheckpointError(cat(path, ": written for a model with other tensor shapes"));
       tensors[i].copy_(t);
     }
-    archive.read("optimizer", optimizer_archive);
-    optimizer.load(optimizer_archive);
     Resumed resumed;
+    if (torch::Tensor own; archive.try_read(cat("optimizer_", rank), own)) {
+      load_optimizer_state(optimizer, tensor_bytes(own));
+    } else {
+      archive.read("optimizer", optimizer_archive);
+      optimizer.load(optimizer_archive);
+    }
     resumed.position.global_step = read_int(archive, "global_step");
     resumed.position.sampler.epoch = read_int(archive, "sampler_epoch");
     resumed.position.sampler.step = read_int(archive, "sampler_step");

@@ -24,8 +24,10 @@ struct TrainingPosition {
 
 /// What each rank keeps of its own, serialised.
 struct RankState {
-  std::string rng;       // the default CPU generator's state
-  std::string strategy;  // Strategy::save_state()
+  std::string rng;        // the default CPU generator's state
+  std::string strategy;   // Strategy::save_state()
+  std::string optimizer;  // with a split model, its optimizer's state (each rank trains its
+                          // own part); empty when the ranks share the one written once
 };
 
 /// The checkpoint payload of a run at `position` under `config`, of ranks.size() ranks.
@@ -45,6 +47,10 @@ struct Resumed {
 Resumed decode_checkpoint(const std::string& payload, const std::string& path, nn::Model& model,
                           torch::optim::Optimizer& optimizer, int rank, int world_size,
                           const TrainConfig& config);
+
+/// An optimizer's state, serialised, and loading it back.
+std::string optimizer_state(torch::optim::Optimizer& optimizer);
+void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& state);
 
 /// The default CPU generator's state, and setting it back.
 std::string generator_state();

@@ -29,8 +29,9 @@ std::vector<std::string> allgather_strings(const std::string& bytes, comm::Commu
 std::vector<RankState> gather_rank_states(const RankState& mine, comm::Communicator& comm) {
   const auto rngs = allgather_strings(mine.rng, comm);
   const auto strategies = allgather_strings(mine.strategy, comm);
+  const auto optimizers = allgather_strings(mine.optimizer, comm);
   std::vector<RankState> all;
-  for (int r = 0; r < comm.size(); ++r) all.push_back({rngs[r], strategies[r]});
+  for (int r = 0; r < comm.size(); ++r) all.push_back({rngs[r], strategies[r], optimizers[r]});
   return all;
 }
 

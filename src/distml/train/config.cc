@@ -175,7 +175,8 @@ void check_pipeline(const TrainConfig& c) {
   if (c.train.accumulate > 1)
     refuse("train.accumulate", "train.accumulate (use parallel.micro_batches)");
   if (c.train.clip_grad_norm > 0) refuse("train.clip_grad_norm", "train.clip_grad_norm");
-  if (!c.train.checkpoint_dir.empty()) refuse("train.checkpoint_dir", "a checkpoint");
+  if (!c.train.checkpoint_dir.empty() && p.schedule == "ddg")
+    throw ConfigError(cat(c.origin("train.checkpoint_dir"), ": ", kDdgHoldsBatches));
   if (c.train.loss == "model") refuse("train.loss", "train.loss = \"model\"");
   if (p.pipeline_stages > 1 && !p.partition.empty() &&
       static_cast<std::int64_t>(p.partition.size()) != p.pipeline_stages)

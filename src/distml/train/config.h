@@ -79,6 +79,11 @@ struct ParallelConfig {
   std::int64_t max_stage_params = 0;      // the most parameters a rank may train; 0: any
 };
 
+/// Why a ddg pipeline neither writes nor resumes checkpoints.
+inline constexpr const char* kDdgHoldsBatches =
+    "parallel.schedule = \"ddg\" holds batches and gradients across steps, which a checkpoint "
+    "does not save yet; use another schedule to checkpoint";
+
 struct TrainConfig {
   std::string source = "<defaults>";  // the file it was read from, for messages
   /// Per key of config_keys(): the file or "--set section.key=value" that set it last, empty

@@ -274,22 +274,37 @@ struct Trainer::State {
     return metrics;
   }
 
+  // The ranks that share a checkpoint: every rank of a split model (each saves its own
+  // optimizer state), else those that train.
+  comm::Communicator& checkpointing() const { return grid ? world : comm; }
+
   // Collective: every rank averages its buffers, rank 0 writes, and all learn whether it did.
+  // With stages rank 0 gathers the whole model for it, and frees the others' stages after.
   void save_checkpoint(const data::SamplerPosition& position) {
     consolidate();
-    const auto ranks = gather_rank_states({generator_state(), strategy->save_state()}, comm);
+    if (part) pipeline::gather_on_rank0(*part, *grid);
+    const auto ranks = gather_rank_states(
+        {generator_state(), strategy->save_state(), grid ? optimizer_state(*optimizer) : ""},
+        checkpointing());
     write_on_rank0(
         checkpoint_path(config.train.checkpoint_dir),
         [&] {
           return encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config);
         },
-        comm);
+        checkpointing());
+    if (part) pipeline::release_other_stages(*part);
   }
 
+  // The checkpoint holds the whole model: with stages every rank takes it whole, keeps its
+  // own stage (with tensor ranks, its slices), and frees the rest again.
   data::SamplerPosition restore(const std::string& dir) {
     const std::string path = checkpoint_path(dir);
-    const auto resumed = decode_checkpoint(read_on_rank0(path, comm), path, model, *optimizer,
-                                           comm.rank(), comm.size(), config);
+    if (part) pipeline::hold_other_stages(*part);
+    auto& ranks = checkpointing();
+    const auto resumed = decode_checkpoint(read_on_rank0(path, ranks), path, model, *optimizer,
+                                           ranks.rank(), ranks.size(), config);
+    if (split) split->slice_from_whole();
+    if (part) pipeline::release_other_stages(*part);
     set_generator_state(resumed.own.rng);
     strategy->load_state(resumed.own.strategy);
     global_step = resumed.position.global_step;
@@ -313,10 +328,8 @@ nn::Model& Trainer::model() { return s_->model; }
 EvalMetrics Trainer::evaluate() { return s_->evaluate(); }
 
 void Trainer::resume(const std::string& dir) {
-  if (s_->grid)  // train.checkpoint_dir is refused with stages when the config is read
-    throw ConfigError(cat("--resume ", dir, ": checkpoints do not combine with a split model ",
-                          "(parallel.pipeline_stages = ", s_->grid->stages,
-                          ", parallel.tensor = ", s_->grid->tensor_ranks, ") yet"));
+  if (s_->grid && s_->config.parallel.schedule == "ddg")
+    throw ConfigError(cat("--resume ", dir, ": ", kDdgHoldsBatches));
   // A rank that does not train reads no checkpoint: its strategy hears from the others.
   if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir));
   s_->strategy->resumed_at(s_->global_step);

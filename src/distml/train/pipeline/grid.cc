@@ -78,10 +78,18 @@ void for_other_stages(const StageOfModel& part, Visit&& visit) {
 
 void release_other_stages(StageOfModel& part) {
   torch::NoGradGuard no_grad;
-  part.released_shapes.clear();
+  const bool first_time = part.released_shapes.empty();
   for_other_stages(part, [&](torch::Tensor t) {
-    part.released_shapes.push_back(t.sizes().vec());
+    if (first_time) part.released_shapes.push_back(t.sizes().vec());
     t.set_data(torch::empty({0}, t.options()));
+  });
+}
+
+void hold_other_stages(StageOfModel& part) {
+  torch::NoGradGuard no_grad;
+  std::size_t i = 0;
+  for_other_stages(part, [&](torch::Tensor t) {
+    t.set_data(torch::empty(part.released_shapes.at(i++), t.options()));
   });
 }
 
@@ -94,10 +102,7 @@ void gather_on_rank0(StageOfModel& part, const Grid& grid) {
         for (const auto& t : *tensors) pipeline.send(buffer_of(t.contiguous()), 0, 0);
       return;
     }
-    std::size_t i = 0;
-    for_other_stages(part, [&](torch::Tensor t) {
-      t.set_data(torch::empty(part.released_shapes.at(i++), t.options()));
-    });
+    hold_other_stages(part);
     for (int s = 1; s < grid.stages; ++s)
       for (const auto* tensors : {&part.stages[s].parameters, &part.stages[s].buffers})
         for (const auto& t : *tensors) pipeline.recv(buffer_of(t), s, 0);

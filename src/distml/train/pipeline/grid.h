@@ -57,6 +57,9 @@ StageOfModel cut_model(const nn::Model& model, const std::vector<std::int64_t>& 
 /// Frees the other stages' parameters and buffers (they become empty tensors), so that a rank
 /// holds only its own stage's; their shapes stay in `part.released_shapes`.
 void release_other_stages(StageOfModel& part);
+/// The reverse: the other stages' tensors take their shapes again (uninitialised), to be
+/// filled (from a checkpoint, or by gather_on_rank0).
+void hold_other_stages(StageOfModel& part);
 
 /// Collective over world rank 0's pipeline (nothing on the others): each stage sends its
 /// tensors to stage 0, which then holds the whole model again (for the export).

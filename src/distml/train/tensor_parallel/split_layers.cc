@@ -15,8 +15,7 @@ void append(nn::ModelTensors& to, const nn::ModelTensors& from) {
   to.parameter_names.insert(to.parameter_names.end(), from.parameter_names.begin(),
                             from.parameter_names.end());
   to.parameters.insert(to.parameters.end(), from.parameters.begin(), from.parameters.end());
-  to.buffer_names.insert(to.buffer_names.end(), from.buffer_names.begin(),
-                         from.buffer_names.end());
+  to.buffer_names.insert(to.buffer_names.end(), from.buffer_names.begin(), from.buffer_names.end());
   to.buffers.insert(to.buffers.end(), from.buffers.begin(), from.buffers.end());
 }
 
@@ -58,9 +57,9 @@ SplitLayers::SplitLayers(const std::vector<nn::Layer>& layers, const nn::ModelTe
     modules.insert(modules.end(), layers[i + 1].modules.begin(), layers[i + 1].modules.end());
     layers_.push_back({name, modules, forward});
     const std::string first = layers[i].name, second = layers[i + 1].name;
-    tensors_.parameter_names.insert(tensors_.parameter_names.end(),
-                                    {first + ".weight", first + ".bias", second + ".weight",
-                                     second + ".bias"});
+    tensors_.parameter_names.insert(
+        tensors_.parameter_names.end(),
+        {first + ".weight", first + ".bias", second + ".weight", second + ".bias"});
     tensors_.parameters.insert(tensors_.parameters.end(), {pair.column->weight, pair.column->bias,
                                                            pair.row->weight, pair.row->bias});
     pairs_.push_back(std::move(pair));
@@ -87,6 +86,16 @@ void SplitLayers::gather_into_whole() {
     auto blocks = gathered(p.row->weight, comm_).view({parts, out, in});
     p.second->weight.copy_(blocks.permute({1, 0, 2}).reshape({out, parts * in}));
     p.second->bias.copy_(p.row->bias);
+  }
+}
+
+void SplitLayers::slice_from_whole() {
+  torch::NoGradGuard no_grad;
+  for (auto& p : pairs_) {
+    p.column->weight.copy_(slice_for_rank(p.first->weight, 0, comm_));
+    p.column->bias.copy_(slice_for_rank(p.first->bias, 0, comm_));
+    p.row->weight.copy_(slice_for_rank(p.second->weight, 1, comm_));
+    p.row->bias.copy_(p.second->bias);
   }
 }
 

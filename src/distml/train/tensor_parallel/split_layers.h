@@ -40,6 +40,9 @@ class SplitLayers {
   /// Collective over the tensor ranks: the whole model's split Linear layers get the
   /// slices' current values (step 4 above).
   void gather_into_whole();
+  /// The reverse, after the whole model was loaded (a resumed checkpoint): each rank takes
+  /// its slices of the whole model's split Linear layers again.
+  void slice_from_whole();
 
  private:
   struct Pair {
