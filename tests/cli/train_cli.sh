@@ -157,6 +157,7 @@ PY
         --set train.export="\"$dir/$name.pt\"" "$@" | tee "$dir/run.jsonl" | tail -n 1
     }
     plain=$(run plain --engine "$engine" --np 2) || fail "plain data parallelism failed: $plain"
+    exports=()  # reference and split, pairs of exported models compared at the end
     for split in "$@"; do
       stages=2 tensor=1 micro=3 schedule=1f1b recompute=false partition='"balanced"'
       case $split in
@@ -185,23 +186,16 @@ PY
       # drain at the end) is checked with the same bound.
       reference=$plain want=plain
       if [[ $split == ddg ]]; then
-        reference=$(run reference --engine local "${args[@]}") ||
+        reference=$(run ddg_reference --engine local "${args[@]}") ||
           fail "ddg on local ranks failed: $reference"
-        want=reference
+        want=ddg_reference
       fi
-      out=$(run split --engine "$engine" "${args[@]}") || fail "split $split failed: $out"
-      # The stages hold only their own layers: the test loss comes through the pipeline, and
-      # the export from rank 0 gathering the stages; both are compared with the same bound.
-      "$python" - "$reference" "$out" "$stages" "$tensor" "$dir/run.jsonl" "$dir/$want.pt" \
-        "$dir/split.pt" <<'PY' || fail "split $split differs from its reference"
-import json, sys, torch
+      out=$(run "$split" --engine "$engine" "${args[@]}") || fail "split $split failed: $out"
+      exports+=("$dir/$want.pt" "$dir/$split.pt")
+      "$python" - "$reference" "$out" "$stages" "$tensor" "$dir/run.jsonl" <<'PY' ||
+import json, sys
 plain, piped = (json.loads(a) for a in sys.argv[1:3])
 stages, tensor = (int(a) for a in sys.argv[3:5])
-want, got = (torch.load(a) for a in sys.argv[6:8])
-assert want.keys() == got.keys(), (want.keys(), got.keys())
-for name in want:
-    scale = want[name].abs().max().item()
-    assert (got[name] - want[name]).abs().max().item() <= 1e-9 * scale, name
 # Each step's time per stage, in the stage_steps events (--json).
 events = [json.loads(l) for l in open(sys.argv[5])]
 timed = [s for e in events if e["event"] == "stage_steps" for s in e["steps"]]
@@ -221,7 +215,20 @@ rel = abs(piped["test_loss"] - plain["test_loss"]) / plain["test_loss"]
 assert rel < 1e-9, (rel, plain["test_loss"], piped["test_loss"])
 print("ok:", sys.argv[3:5], p["schedule"], "test_loss", piped["test_loss"], "vs", plain["test_loss"], rel)
 PY
+        fail "split $split differs from its reference"
     done
+    # The stages hold only their own layers: the test loss above came through the pipeline,
+    # and each export from rank 0 gathering the stages; compared with the same bound.
+    "$python" - "${exports[@]}" <<'PY' || fail "an export differs from its reference's"
+import sys, torch
+for want_path, got_path in zip(sys.argv[1::2], sys.argv[2::2]):
+    want, got = torch.load(want_path), torch.load(got_path)
+    assert want.keys() == got.keys(), (got_path, want.keys(), got.keys())
+    for name in want:
+        scale = want[name].abs().max().item()
+        assert (got[name] - want[name]).abs().max().item() <= 1e-9 * scale, (got_path, name)
+print("ok: the exports equal their references':", len(sys.argv) // 2)
+PY
     [[ $engine == mpi ]] || exit 0  # the refusals below do not depend on the engine
     expect 2 "parallel.pipeline_stages = 2 x parallel.tensor = 1 does not divide the 3 ranks" \
       "$distml" train --config "$dir/lenet.toml" --engine "$engine" --np 3 \
@@ -275,8 +282,17 @@ PY
       "$distml" plan --config "$dir/lenet.toml" --engine local --np 2 --stages 3
     expect 2 "--micro-batches: expected \"auto\" or counts >= 1" \
       "$distml" plan --config "$dir/lenet.toml" --engine local --micro-batches 0,4
-    expect 2 "ddg's steps overlap one another, which it does not model yet" \
-      "$distml" plan --config "$dir/lenet.toml" --engine local --set parallel.schedule=ddg
+    # ddg runs whole batches: one candidate per grid, micro-batch count 1, and it trains.
+    out=$("$distml" plan --config "$dir/lenet.toml" --engine local --np 2 --json --stages 2 \
+      --micro-batches auto --measure --measure-steps 3 --reps 1 --set parallel.schedule=ddg) ||
+      fail "plan for ddg failed: $out"
+    "$python" - "$out" <<'PY' || fail "plan for ddg: $out"
+import json, sys
+plan, done = (json.loads(l) for l in sys.argv[1].splitlines()[-2:])
+assert [c["micro_batches"] for c in plan["candidates"]] == [1], plan["candidates"]
+assert done["measured_step_s"] > 0, done
+print("ok: ddg planned", done["chosen"], "measured", done["measured_step_s"])
+PY
     ;;
   pipeline-stall)
     engine=$1

@@ -223,6 +223,23 @@ TEST(PipelineSimulation, AgreesWithTheClosedForms) {
                   (m + stages - 1) * 3.0)
             << schedule << ", " << stages << " stages, " << m << " micro-batches";
       }
+  // Re-computation adds a forward to every backward: (m + S - 1)(f + f + b).
+  for (int stages = 1; stages <= 4; ++stages)
+    for (int m = 1; m <= 8; ++m) {
+      const std::vector<LayerCost> layers(stages, LayerCost{.forward_s = 1, .backward_s = 2});
+      EXPECT_EQ(pipeline::simulated_step_s(layers, std::vector<int>(stages, 1), m, "gpipe", {}, {},
+                                           1, true),
+                (m + stages - 1) * 4.0)
+          << stages << " stages, " << m << " micro-batches, re-computed";
+    }
+  // ddg: each stage is busy every step with a forward, a re-computing backward and an
+  // update, f + (f + b) + u, whatever the number of stages, once the pipeline is full.
+  for (int stages = 1; stages <= 4; ++stages) {
+    const std::vector<LayerCost> layers(
+        stages, LayerCost{.forward_s = 1, .backward_s = 2, .update_s = 0.5});
+    EXPECT_EQ(pipeline::simulated_step_s(layers, std::vector<int>(stages, 1), 1, "ddg", {}), 4.5)
+        << stages << " stages";
+  }
   // One micro-batch through 2 stages and a link of 0.25 s each way: the closed form's
   // 1 + 0.25 + 1 + 1 + 0.25 + 1, then each stage's update (0.5) at once.
   const std::vector<LayerCost> two = {

@@ -95,10 +95,6 @@ double cores_per_rank(comm::Communicator& world) {
 
 Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicator& world,
                const PlanOptions& options) {
-  if (config.parallel.schedule == "ddg")
-    throw ConfigError(cat(config.origin("parallel.schedule"),
-                          ": distml plan predicts the steps of gpipe, 1f1b and pipedream; ddg's "
-                          "steps overlap one another, which it does not model yet"));
   const auto model = build_model(config, data);
   const auto layers = model.layers();
   const Objective objective(config, data, model);
@@ -152,19 +148,22 @@ Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicat
   std::vector<int> micro = options.micro_batches;
   if (micro.empty()) micro = {static_cast<int>(config.parallel.micro_batches)};
   const std::int64_t batch = config.train.batch_size;
+  const bool ddg = config.parallel.schedule == "ddg";  // whole batches: no micro-batches
   for (int s : stages) {
     if (world.size() % s != 0)
       throw ConfigError(cat(s, " stages do not divide the ", world.size(), " ranks"));
-    for (int m : s == 1 ? std::vector<int>{1} : micro) {
+    for (int m : s == 1 || ddg ? std::vector<int>{1} : micro) {
       if (m > batch) continue;
       const auto& costs = costs_at((batch + m - 1) / m);
       GridPlan g{.stages = s, .replicas = world.size() / s, .micro_batches = m};
-      g.counts = pipeline::best_partition(costs, s, m, plan.link, g.replicas).counts;
+      // ddg's steps overlap, so its time per step is the slowest stage's, as for a long
+      // synchronous pipeline: the partition is searched as for 4 S micro-batches.
+      g.counts = pipeline::best_partition(costs, s, ddg ? 4 * s : m, plan.link, g.replicas).counts;
       const pipeline::Cores cores{.available = plan.cores_per_rank * s,
                                   .threads = threads,
                                   .sharing_efficiency = plan.sharing_efficiency};
       g.step_s = pipeline::simulated_step_s(costs, g.counts, m, config.parallel.schedule, plan.link,
-                                            cores, g.replicas);
+                                            cores, g.replicas, config.parallel.recompute);
       g.samples_per_s = g.replicas * batch / g.step_s;
       plan.candidates.push_back(g);
       if (g.samples_per_s > plan.best.samples_per_s) {

@@ -16,10 +16,9 @@
 //     each candidate number of micro-batches gets its best partition (cost_model.h) and its
 //     step time simulated under parallel.schedule (simulate.h), with each rank's share of its
 //     host's cores; the chosen one trains the most samples per second (R x train.batch_size /
-//     step).
-// Tensor parallelism is not planned (parallel.tensor stays 1), and the simulation runs the
-// forwards and backwards as measured: gpipe's re-computation and pipedream's re-computed
-// forwards and per-micro-batch updates are not in its times.
+//     step). Under ddg, whose steps run whole batches and overlap, a grid has one candidate:
+//     the partition balanced as for a long pipeline, and the time per step of a long run.
+// Tensor parallelism is not planned (parallel.tensor stays 1).
 #pragma once
 
 #include <optional>

@@ -6,7 +6,9 @@
 // The simulation, step by step:
 //  1. Each stage runs its ops in its schedule's order (schedule.h): the forward of
 //     micro-batch i takes the sum of its layers' forward times, the backward the sum of their
-//     backward times; after the last, the optimizer's update of its parameters.
+//     backward times, plus their forward times again where the backward re-computes the
+//     forward (parallel.recompute, pipedream, ddg); then the optimizer's update of its
+//     parameters, once at the end, or after every backward (pipedream, ddg).
 //  2. A forward waits for the previous stage's forward of the same micro-batch plus the
 //     link's one-way time (latency + the activations' bytes / bandwidth); a backward waits for
 //     the next stage's backward of it plus the same (the last stage's follows its own forward).
@@ -16,7 +18,10 @@
 //     efficiency when they are more than the cores (switching between processes costs). The
 //     clock advances from one event (an op ends, an op's input arrives) to the next.
 //  4. The step ends with the last op, then the slowest stage's ring all-reduce across the
-//     replicas (cost_model.h, step 4).
+//     replicas (cost_model.h, step 4), after each update under pipedream.
+//  5. ddg's steps overlap (stage s back-propagates batch t - (S - 1 - s) in step t): its
+//     micro-batches are whole batches, in 1f1b's order, and its step is the time per batch of
+//     a long run, (T(2K) - T(K)) / K with K = 4 S, so that the fill and the drain cancel.
 #pragma once
 
 #include <string>
@@ -32,9 +37,10 @@ struct Cores {
   double sharing_efficiency = 1;  // speed kept when more threads than cores compute (step 3)
 };
 
-/// Seconds of one step of `layers` cut by `counts` under `schedule`.
+/// Seconds of one step of `layers` cut by `counts` under `schedule` (ddg: `layers` measured
+/// on the whole batch; `micro_batches` is not used), `recompute` being gpipe's option.
 double simulated_step_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts,
                         int micro_batches, const std::string& schedule, const Link& link,
-                        const Cores& cores = {}, int replicas = 1);
+                        const Cores& cores = {}, int replicas = 1, bool recompute = false);
 
 }  // namespace distml::train::pipeline
