@@ -233,11 +233,13 @@ TEST(PipelineSimulation, AgreesWithTheClosedForms) {
           << stages << " stages, " << m << " micro-batches, re-computed";
     }
   // ddg: each stage is busy every step with a forward, a re-computing backward and an
-  // update, f + (f + b) + u, whatever the number of stages, once the pipeline is full.
+  // update, f + (f + b) + u, and four copies of its weights, whatever the number of stages,
+  // once the pipeline is full.
   for (int stages = 1; stages <= 4; ++stages) {
     const std::vector<LayerCost> layers(
-        stages, LayerCost{.forward_s = 1, .backward_s = 2, .update_s = 0.5});
-    EXPECT_EQ(pipeline::simulated_step_s(layers, std::vector<int>(stages, 1), 1, "ddg", {}), 4.5)
+        stages, LayerCost{.forward_s = 1, .backward_s = 2, .update_s = 0.5, .copy_s = 0.25});
+    EXPECT_EQ(pipeline::simulated_step_s(layers, std::vector<int>(stages, 1), 1, "ddg", {}),
+              4.5 + 4 * 0.25)
         << stages << " stages";
   }
   // One micro-batch through 2 stages and a link of 0.25 s each way: the closed form's
@@ -298,6 +300,8 @@ TEST(PipelineProfile, MeasuresEveryLayerAndLeavesTheModelAsItWas) {
   for (const auto& c : costs) {
     EXPECT_GT(c.forward_s, 0);
     EXPECT_GT(c.backward_s, 0);
+    EXPECT_GT(c.update_s, 0);  // every resnet20 layer has parameters
+    EXPECT_GT(c.copy_s, 0);
     parameter_bytes += c.parameter_bytes;
   }
   EXPECT_EQ(costs.back().output_bytes, 4 * 10 * 4);  // 4 rows of 10 float32 logits

@@ -35,6 +35,7 @@ struct LayerCost {
   double output_bytes = 0;               // its output for one micro-batch
   double parameter_bytes = 0;
   double update_s = 0;  // a momentum SGD update of its parameters (simulate.h; once per step)
+  double copy_s = 0;    // one copy of its parameters (simulate.h: weight stashing)
 };
 
 struct Link {

@@ -21,7 +21,7 @@ std::vector<LayerCost> profile_layers(
     int reps) {
   const std::size_t n = layers.size();
   std::vector<LayerCost> costs(n);
-  std::vector<std::vector<double>> forward(n), backward(n), update(n);
+  std::vector<std::vector<double>> forward(n), backward(n), update(n), copying(n);
   // 3. Copies to update: the parameters, and a momentum buffer per parameter.
   std::vector<std::vector<std::pair<torch::Tensor, torch::Tensor>>> copies(n);
   for (std::size_t l = 0; l < n; ++l)
@@ -64,6 +64,9 @@ std::vector<LayerCost> profile_layers(
         param.add_(momentum, -1e-3);
       }
       if (rep > 0) update[l].push_back(seconds_since(start));
+      start = Clock::now();
+      for (auto& [param, momentum] : copies[l]) momentum.copy_(param);
+      if (rep > 0) copying[l].push_back(seconds_since(start));
     }
     if (rep == reps)
       for (std::size_t l = 0; l < n; ++l) costs[l].output_bytes = bytes_of(outputs[l]);
@@ -72,6 +75,7 @@ std::vector<LayerCost> profile_layers(
     costs[l].forward_s = median(forward[l]);
     costs[l].backward_s = median(backward[l]);
     costs[l].update_s = median(update[l]);
+    costs[l].copy_s = median(copying[l]);
     for (const auto& p : nn::select_modules(tensors, layers[l].modules).parameters)
       costs[l].parameter_bytes += bytes_of(p);
   }
@@ -87,14 +91,15 @@ namespace {
 std::vector<double> flat(const std::vector<LayerCost>& costs) {
   std::vector<double> out;
   for (const auto& c : costs)
-    out.insert(out.end(),
-               {c.forward_s, c.backward_s, c.output_bytes, c.parameter_bytes, c.update_s});
+    out.insert(out.end(), {c.forward_s, c.backward_s, c.output_bytes, c.parameter_bytes, c.update_s,
+                           c.copy_s});
   return out;
 }
 
 void unflat(const std::vector<double>& v, std::vector<LayerCost>& costs) {
+  constexpr std::size_t k = 6;  // fields of a LayerCost
   for (std::size_t i = 0; i < costs.size(); ++i)
-    costs[i] = {v[5 * i], v[5 * i + 1], v[5 * i + 2], v[5 * i + 3], v[5 * i + 4]};
+    costs[i] = {v[k * i], v[k * i + 1], v[k * i + 2], v[k * i + 3], v[k * i + 4], v[k * i + 5]};
 }
 
 }  // namespace

@@ -7,7 +7,8 @@
 //  2. The loss runs on the last output and back-propagates to it; its time joins the last
 //     layer's backward. Then each layer back-propagates the gradient of its output, last to
 //     first.
-//  3. A momentum SGD update of each layer's parameters (on copies) is timed too.
+//  3. A momentum SGD update of each layer's parameters (on copies) is timed too, and one
+//     copy of them (what a weight stash costs).
 //     One warm-up pass, then `reps` timed ones; each time is the median of its layer's.
 //  4. Nothing the run depends on moves: the gradients are cleared, and the buffers (BatchNorm
 //     statistics) and the random generator (dropout) are put back.

@@ -51,12 +51,18 @@ double played_s(const std::vector<LayerCost>& layers, const std::vector<int>& co
   std::vector<StageState> st(stages);
   for (int s = 0; s < stages; ++s) {
     st[s].ops = ops_of(schedule, stages, s, m);
+    double copy_s = 0;
     for (int l = bounds[s]; l < bounds[s + 1]; ++l) {
       st[s].forward_s += layers[l].forward_s;
       st[s].backward_s += layers[l].backward_s;
       st[s].update_s += layers[l].update_s;
+      copy_s += layers[l].copy_s;
     }
     if (recompute) st[s].backward_s += st[s].forward_s;
+    if (updates_every_backward(schedule)) {  // weight stashing: the stash at the forward; the
+      st[s].forward_s += copy_s;             // current weights out and back around the
+      st[s].backward_s += 3 * copy_s;        // backward, and the stash put in
+    }
     st[s].link_s = link.latency_s + layers[bounds[s + 1] - 1].output_bytes / link.bytes_per_s;
   }
   // When each stage's forward and backward of each micro-batch ended.

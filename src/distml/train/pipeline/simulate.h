@@ -8,7 +8,10 @@
 //     micro-batch i takes the sum of its layers' forward times, the backward the sum of their
 //     backward times, plus their forward times again where the backward re-computes the
 //     forward (parallel.recompute, pipedream, ddg); then the optimizer's update of its
-//     parameters, once at the end, or after every backward (pipedream, ddg).
+//     parameters, once at the end, or after every backward (pipedream, ddg). Weight stashing
+//     (pipedream, ddg) adds a copy of the stage's weights to each forward and three to each
+//     backward (the stash taken; the current weights kept, the stash put in, the current
+//     weights put back).
 //  2. A forward waits for the previous stage's forward of the same micro-batch plus the
 //     link's one-way time (latency + the activations' bytes / bandwidth); a backward waits for
 //     the next stage's backward of it plus the same (the last stage's follows its own forward).
