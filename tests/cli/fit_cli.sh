@@ -23,7 +23,28 @@ expect 0 "score 1.0000 over 80 rows" "$distml" predict --model "$dir/m.json" --d
   --label kind --out "$dir/p.csv" --engine "$engine" --np "$np"
 [[ $(head -n 2 "$dir/p.csv" | tail -n 1) == low && $(wc -l <"$dir/p.csv") -eq 81 ]] ||
   fail "predictions file: $(head -n 3 "$dir/p.csv")"
-expect 0 '"inertia"' fit kmeans --data "$dir/train.csv" --label kind --set k=2 --json
+expect 0 '"inertia"' fit kmeans --data "$dir/train.csv" --label kind --set k=2 --json \
+  --model-out "$dir/k.json"
+# A clustering model predicts cluster ids, not the class names of the file's label column.
+expect 0 "over 80 rows" "$distml" predict --model "$dir/k.json" --data "$dir/train.csv" \
+  --label kind --out "$dir/k.csv" --engine "$engine" --np "$np"
+[[ $(tail -n +2 "$dir/k.csv" | sort -u | tr '\n' ' ') == "0 1 " ]] ||
+  fail "k-means predictions are not cluster ids: $(head -n 3 "$dir/k.csv")"
+
+# Labels +1/-1 (as in a9a) are two classes, -1 and 1 as np.unique gives them, and the
+# predictions are written back as those values.
+{
+  echo "x,y,label"
+  for i in $(seq 0 19); do echo "$((i % 7)).5,$((i % 5)),-1"; echo "$((i % 7 + 20)).5,$((i % 5 + 20)),+1"; done
+} >"$dir/pm1.csv"
+expect 0 "train score 1.0000" fit logreg --data "$dir/pm1.csv" --model-out "$dir/pm1.json"
+"$distml" predict --model "$dir/pm1.json" --data "$dir/pm1.csv" --out "$dir/pm1_out.csv" \
+  --engine "$engine" --np "$np" >/dev/null || fail "predict of the +1/-1 model"
+[[ $(sed -n '2p;3p' "$dir/pm1_out.csv" | tr '\n' ' ') == "-1 1 " ]] ||
+  fail "+1/-1 predictions: $(head -n 3 "$dir/pm1_out.csv")"
+/usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1]))
+assert m["class_names"] == m["preprocessing"]["class_names"] == ["-1", "1"], m' "$dir/pm1.json" ||
+  fail "the classes in the model file are not -1 and 1"
 
 bad_input() {
 printf 'x,y,kind\n1,2,low\n3,4\n' >"$dir/ragged.csv"

@@ -1,6 +1,5 @@
 // Row-sharded readers, standardizer and split against whole-file references at world sizes
 // 1..7 (including more ranks than rows), ranks as threads of the local engine.
-#include "distml/ml/preprocessing.h"
 #include "distml/ml/sharded_reader.h"
 
 #include <gtest/gtest.h>
@@ -16,6 +15,7 @@
 #include "distml/core/error.h"
 #include "distml/data/csv_reader.h"
 #include "distml/data/idx_reader.h"
+#include "distml/ml/preprocessing.h"
 
 namespace distml::ml {
 namespace {
@@ -73,6 +73,17 @@ std::string label_of(const std::vector<std::string>& names, std::int64_t id) {
   return names.empty() ? std::to_string(id) : names.at(static_cast<std::size_t>(id));
 }
 
+// np.unique's order: by number when every class is an integer, else by name.
+bool sorted_as_numpy_unique(const std::vector<std::string>& names) {
+  const bool numbers = std::all_of(names.begin(), names.end(), [](const std::string& s) {
+    return !s.empty() && s.find_first_not_of("-0123456789") == std::string::npos;
+  });
+  if (!numbers) return std::is_sorted(names.begin(), names.end());
+  return std::is_sorted(names.begin(), names.end(), [](const std::string& a, const std::string& b) {
+    return std::stoll(a) < std::stoll(b);
+  });
+}
+
 void expect_matches_whole_file(const std::string& path, const CsvShardOptions& o) {
   data::CsvOptions whole_options;
   if (!o.label_name.empty())
@@ -92,7 +103,7 @@ void expect_matches_whole_file(const std::string& path, const CsvShardOptions& o
     ASSERT_EQ(all.y.size(), whole.labels.size());
     for (std::size_t i = 0; i < all.y.size(); ++i)
       EXPECT_EQ(label_of(all.class_names, all.y[i]), label_of(whole.class_names, whole.labels[i]));
-    EXPECT_TRUE(std::is_sorted(all.class_names.begin(), all.class_names.end()));
+    EXPECT_TRUE(sorted_as_numpy_unique(all.class_names)) << cat(all.class_names.size(), " classes");
     if (world == 1) first_names = all.class_names;
     EXPECT_EQ(all.class_names, first_names) << "class ids depend on the world size";
   }
@@ -107,7 +118,7 @@ TEST(ReadCsvShard, IntegerLabelsBlankLinesAndQuotesMatchWholeFile) {
   const auto shards = per_rank(3, [&](comm::Communicator& c) { return read_csv_shard(path, c); });
   EXPECT_EQ(shards[0].num_classes, 3);
   EXPECT_EQ(shards[0].feature_names, (std::vector<std::string>{"x1", "x,2"}));
-  EXPECT_TRUE(shards[0].class_names.empty());
+  EXPECT_EQ(shards[0].class_names, (std::vector<std::string>{"0", "1", "2"}));
 }
 
 TEST(ReadCsvShard, CrlfStringLabelsByNameMatchWholeFile) {
@@ -217,10 +228,42 @@ TEST(ReadCsvShard, MissingOrEmptyFileIsTheSameErrorOnEveryRank) {
   expect_same_error_everywhere(empty, {}, empty + ": empty file, expected a header row");
 }
 
-TEST(ReadCsvShard, NegativeIntegerLabelIsAnError) {
+// The classes are np.unique(labels): +1/-1 (as in a9a) and {1, 2} (as in covtype.binary) are
+// two classes, integers sort by value, and "+1", "1" and "1.0" are one class. The same at
+// every world size.
+TEST(ReadCsvShard, ClassesAreTheSortedDistinctLabelValues) {
   TempDir dir;
-  const auto path = dir.write("neg.csv", "a,label\n1,0\n2,1\n3,-2\n");
-  expect_same_error_everywhere(path, {}, path + ":4: column 2 (label): label -2 is negative");
+  const auto expect_classes = [&](const std::string& name, const std::string& labels,
+                                  const std::vector<std::string>& classes,
+                                  const std::vector<std::int64_t>& ids) {
+    std::string text = "a,label\n";
+    for (std::size_t i = 0, start = 0; start < labels.size(); ++i) {
+      const auto end = std::min(labels.find(' ', start), labels.size());
+      text += cat(i, ",", labels.substr(start, end - start), "\n");
+      start = end + 1;
+    }
+    const auto path = dir.write(name, text);
+    for (int world : kWorlds) {
+      const LocalData all =
+          concat(per_rank(world, [&](comm::Communicator& c) { return read_csv_shard(path, c); }));
+      EXPECT_EQ(all.class_names, classes) << name << " at world size " << world;
+      EXPECT_EQ(all.y, ids) << name << " at world size " << world;
+    }
+  };
+  expect_classes("pm1.csv", "+1 -1 -1 1 1.0", {"-1", "1"}, {1, 0, 0, 1, 1});
+  expect_classes("12.csv", "2 1 1 2", {"1", "2"}, {1, 0, 0, 1});
+  expect_classes("wide.csv", "10 9 2 -3 10", {"-3", "2", "9", "10"}, {3, 2, 1, 0, 3});
+  expect_classes("names.csv", "b a 10 9", {"10", "9", "a", "b"}, {3, 2, 0, 1});
+}
+
+TEST(ReadCsvShard, FractionalLabelIsARegressionsNotAClass) {
+  TempDir dir;
+  const auto path = dir.write("real.csv", "a,label\n1,0\n2,1\n3,2.5\n");
+  expect_same_error_everywhere(path, {},
+                               path +
+                                   ":4: column 2 (label): label '2.5' is not a class (an integer "
+                                   "or a name); a real-valued label is a regression's (--set "
+                                   "loss=squared_error)");
 }
 
 TEST(ReadCsvShard, ImputeMeanFillsMissingValuesWithTheGlobalColumnMean) {

@@ -255,7 +255,10 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
     predictions.assign(ids.begin(), ids.end());
   }
   const double score = estimator->score(data, comm);
-  if (!o.out.empty()) write_predictions(predictions, names, regression, o.out, comm);
+  // A clustering model predicts cluster ids, which no class name stands for.
+  if (!o.out.empty())
+    write_predictions(predictions, estimator->supervised() ? names : std::vector<std::string>{},
+                      regression, o.out, comm);
   if (comm.rank() == 0)
     std::printf("%s on %s: score %.4f over %zu rows%s%s\n", model["estimator"].dump().c_str(),
                 o.data.path.c_str(), score, data.global_rows,

@@ -21,7 +21,8 @@ struct LocalData {
   // Agreed across ranks (collectively):
   std::size_t global_rows = 0;           // sum of rows over ranks
   std::int64_t num_classes = 0;          // classes over all shards
-  std::vector<std::string> class_names;  // class id i is class_names[i]; empty: ids are the labels
+  std::vector<std::string> class_names;  // class id i is class_names[i] (CSV, libsvm); empty:
+                                         // ids are the labels (IDX)
   std::vector<std::string> feature_names;  // from a CSV header; empty otherwise
 
   const double* row(std::size_t i) const { return x.data() + i * features; }

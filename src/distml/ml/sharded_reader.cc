@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <set>
@@ -200,26 +201,27 @@ void assign_labels(Communicator& comm, const RawLabels& raw, bool regression, Lo
     });
     return;
   }
-  bool integers = true;
-  for (const std::string& s : raw.values)
-    integers = integers && parse_integer<std::int64_t>(s).has_value();
-  d.y.resize(n);
-  if (allreduce_i64(comm, integers ? 1 : 0, comm::ReduceOp::min) == 1) {
-    std::int64_t max_id = -1;
+  // Classes as scikit-learn takes them (np.unique): the sorted distinct label values, by
+  // number when every label on every rank is one (they must then be whole: a real-valued
+  // label is a regression's), else by name. A class's name is the value as written, or for a
+  // number its integer text, so that "1", "+1" and "1.0" are one class.
+  bool numbers = true;
+  for (const std::string& s : raw.values) numbers = numbers && parse_number(s).has_value();
+  numbers = allreduce_i64(comm, numbers ? 1 : 0, comm::ReduceOp::min) == 1;
+  std::vector<std::string> keys = raw.values;
+  if (numbers)
     collectively(comm, [&] {
       for (std::size_t i = 0; i < n; ++i) {
-        d.y[i] = *parse_integer<std::int64_t>(raw.values[i]);
-        if (d.y[i] < 0)
-          throw DataError(cat(raw.origins[i], ": label ", d.y[i],
-                              " is negative, expected a class id >= 0 (or a class name)"));
-        max_id = std::max(max_id, d.y[i]);
+        const double v = *parse_number(raw.values[i]);
+        if (!std::isfinite(v) || v != std::round(v) || std::abs(v) > 9e15)
+          throw DataError(cat(raw.origins[i], ": label '", raw.values[i],
+                              "' is not a class (an integer or a name); a real-valued label "
+                              "is a regression's (--set loss=squared_error)"));
+        keys[i] = std::to_string(static_cast<std::int64_t>(v));
       }
     });
-    d.num_classes = allreduce_i64(comm, max_id, comm::ReduceOp::max) + 1;
-    return;
-  }
-  // Class names: all-gather each rank's distinct names, '\n'-terminated (labels hold none).
-  const std::set<std::string> mine(raw.values.begin(), raw.values.end());
+  // All-gather each rank's distinct keys, '\n'-terminated (labels hold none).
+  const std::set<std::string> mine(keys.begin(), keys.end());
   std::string packed;
   for (const std::string& s : mine) packed += s + '\n';
   const std::vector<std::int64_t> sizes =
@@ -232,11 +234,16 @@ void assign_labels(Communicator& comm, const RawLabels& raw, bool regression, Lo
   std::set<std::string> names;
   for_each_line(all, 0, [&](std::string_view s, std::size_t) { names.emplace(s); });
   d.class_names.assign(names.begin(), names.end());
+  if (numbers)
+    std::sort(
+        d.class_names.begin(), d.class_names.end(),
+        [](const std::string& a, const std::string& b) { return std::stoll(a) < std::stoll(b); });
   d.num_classes = static_cast<std::int64_t>(d.class_names.size());
-  for (std::size_t i = 0; i < n; ++i) {
-    const auto it = std::lower_bound(d.class_names.begin(), d.class_names.end(), raw.values[i]);
-    d.y[i] = it - d.class_names.begin();
-  }
+  std::map<std::string, std::int64_t> id;
+  for (std::size_t k = 0; k < d.class_names.size(); ++k)
+    id[d.class_names[k]] = static_cast<std::int64_t>(k);
+  d.y.resize(n);
+  for (std::size_t i = 0; i < n; ++i) d.y[i] = id.at(keys[i]);
 }
 
 // Replaces NaN (missing) features by the column's mean over all ranks.

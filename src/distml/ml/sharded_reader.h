@@ -41,10 +41,11 @@ struct CsvShardOptions {
 };
 
 /// Reads this rank's rows of a CSV file (see the byte-range scheme above). Features are every
-/// column but the label, as float64. Labels: integers if every label on every rank is one
-/// (class id = the integer, num_classes = max + 1; a negative one is a DataError), else
-/// class names sorted over all ranks (so ids do not depend on the world size); real
-/// numbers when `o.regression`. Fields may be double-quoted ("" inside is a quote) but not
+/// column but the label, as float64. Labels, as scikit-learn takes them: the classes are the
+/// distinct values over all ranks, sorted by number when every label is one (and then they
+/// must be integers: a fractional one is a DataError pointing at regression), else by name,
+/// so ids do not depend on the world size; class id i is class_names[i] (a number's integer
+/// text: "+1" and "1.0" are class "1"). Real numbers when `o.regression`. Fields may be double-quoted ("" inside is a quote) but not
 /// span lines; blank lines are skipped; CRLF endings are accepted. DataError naming the
 /// file, the 1-based line and the column (number and header name) for a missing or
 /// non-numeric feature, with the line for a wrong field count, and listing the header for an
