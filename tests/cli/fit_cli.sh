@@ -45,6 +45,19 @@ expect 0 "train score 1.0000" fit logreg --data "$dir/pm1.csv" --model-out "$dir
 /usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1]))
 assert m["class_names"] == m["preprocessing"]["class_names"] == ["-1", "1"], m' "$dir/pm1.json" ||
   fail "the classes in the model file are not -1 and 1"
+# Rows of a class the training data lacks (7) are still predicted, and count as errors: 2 of
+# the 10 rows, the other 8 right (score 0.8); predict --json prints a done line.
+{ echo "x,y,label"; for i in 0 1 2 3; do echo "1.5,1,-1"; echo "21.5,21,1"; done
+  echo "1.5,2,7"; echo "21.5,20,7"; } >"$dir/pm1_new.csv"
+out=$("$distml" predict --model "$dir/pm1.json" --data "$dir/pm1_new.csv" --json \
+  --out "$dir/pm1_new_out.csv" --engine "$engine" --np "$np" | tail -n 1) ||
+  fail "predict with an unseen class failed: $out"
+/usr/bin/python3 -c 'import json, sys; d = json.loads(sys.argv[1])
+assert d["event"] == "done" and d["rows"] == 10 and d["unseen_class_rows"] == 2, d
+assert d["score"] == 0.8 and d["estimator"] == "logistic_regression", d' "$out" ||
+  fail "predict done line: $out"
+[[ $(wc -l <"$dir/pm1_new_out.csv") -eq 11 ]] || fail "not every row predicted"
+expect 0 '"test_unseen_class_rows":2' fit logreg --data "$dir/pm1.csv" --test "$dir/pm1_new.csv" --json
 
 bad_input() {
 printf 'x,y,kind\n1,2,low\n3,4\n' >"$dir/ragged.csv"

@@ -250,6 +250,7 @@ TEST(MultinomialNB, UniformPriorJsonRoundTripAndBadOptions) {
   EXPECT_THROW(MultinomialNB::from_json({{"estimator", "multinomial_nb"}, {"version", 1}}),
                DataError);
   EXPECT_THROW(set_option(o, "alpha", "-0.5"), ConfigError);
+  EXPECT_THROW(set_option(o, "alpha", "0"), ConfigError);  // NaN probabilities otherwise
   try {
     set_option(o, "smoothing", "1");
     FAIL() << "no error";

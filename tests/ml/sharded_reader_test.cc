@@ -256,6 +256,18 @@ TEST(ReadCsvShard, ClassesAreTheSortedDistinctLabelValues) {
   expect_classes("names.csv", "b a 10 9", {"10", "9", "a", "b"}, {3, 2, 0, 1});
 }
 
+// Spreadsheet exports start with a UTF-8 byte order mark; it is not part of the first name.
+TEST(ReadCsvShard, AByteOrderMarkIsNotPartOfTheFirstColumnsName) {
+  TempDir dir;
+  const auto path = dir.write("bom.csv", "\xEF\xBB\xBFkind,a\nx,1\ny,2\n");
+  CsvShardOptions o;
+  o.label_name = "kind";
+  const auto shards =
+      per_rank(2, [&](comm::Communicator& c) { return read_csv_shard(path, c, o); });
+  EXPECT_EQ(shards[0].feature_names, (std::vector<std::string>{"a"}));
+  EXPECT_EQ(shards[0].class_names, (std::vector<std::string>{"x", "y"}));
+}
+
 TEST(ReadCsvShard, FractionalLabelIsARegressionsNotAClass) {
   TempDir dir;
   const auto path = dir.write("real.csv", "a,label\n1,0\n2,1\n3,2.5\n");

@@ -44,6 +44,7 @@ struct PredictOptions {
   std::string model_path;
   DataOptions data;
   std::string out;
+  bool json = false;
 };
 
 struct JobOptions {
@@ -109,21 +110,27 @@ LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOp
   return ml::read_csv_shard(d.path, comm, o);
 }
 
-// Gives `d` the class ids of `names` (the training data's), by class name: two files' label
-// dictionaries differ when one of them lacks a class.
-void align_labels(LocalData& d, const std::vector<std::string>& names, const std::string& file) {
-  if (names.empty() || d.class_names == names) return;
+// Collective: gives `d` the class ids of `names` (the training data's), by class name: two
+// files' label dictionaries differ when one of them lacks a class. A class the training data
+// lacks gets an id past the model's, which no prediction matches, so its rows count as errors.
+// Returns how many rows, over all ranks, have such a class.
+std::int64_t align_labels(LocalData& d, const std::vector<std::string>& names,
+                          comm::Communicator& comm) {
+  if (names.empty() || d.class_names == names) return 0;
   std::map<std::string, std::int64_t> id;
   for (std::size_t i = 0; i < names.size(); ++i) id[names[i]] = static_cast<std::int64_t>(i);
+  std::vector<std::string> classes = names;
+  for (const auto& name : d.class_names)  // the same on every rank, in the same order
+    if (id.emplace(name, static_cast<std::int64_t>(classes.size())).second) classes.push_back(name);
+  std::int64_t unseen = 0;
   for (auto& label : d.y) {
-    auto it = id.find(d.class_names.at(label));
-    if (it == id.end())
-      throw DataError(
-          cat(file, ": class '", d.class_names[label], "' does not occur in the training data"));
-    label = it->second;
+    label = id.at(d.class_names.at(label));
+    unseen += label >= static_cast<std::int64_t>(names.size()) ? 1 : 0;
   }
-  d.class_names = names;
+  d.class_names = classes;
   d.num_classes = static_cast<std::int64_t>(names.size());
+  comm.allreduce(comm::Buffer{&unseen, 1, comm::DType::i64});
+  return unseen;
 }
 
 void check_features(const LocalData& d, std::size_t want, const std::string& file) {
@@ -148,11 +155,12 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   const bool regression = estimator->regression();
   LocalData train = read_data(o.data, comm, {.regression = regression});
   std::optional<LocalData> test;
+  std::int64_t test_unseen = 0;  // test rows of a class the training rows lack
   if (!o.test_path.empty()) {
     DataOptions t = o.data;
     t.path = o.test_path;
     test = read_data(t, comm, {.features = train.features, .regression = regression});
-    align_labels(*test, train.class_names, o.test_path);
+    test_unseen = align_labels(*test, train.class_names, comm);
     check_features(*test, train.features, o.test_path);
   } else if (o.test_fraction > 0) {
     auto [tr, te] = ml::train_test_split(train, o.test_fraction, o.seed, comm);
@@ -191,6 +199,7 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
                          {"classes", train.num_classes},
                          {"train_score", train_score},
                          {"test_score", test_score ? nlohmann::json(*test_score) : nullptr},
+                         {"test_unseen_class_rows", test_unseen},
                          {"iterations", estimator->iterations()},
                          {"fit_time_s", fit_s},
                          {"np", comm.size()}};
@@ -202,6 +211,9 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   std::printf("%s on %zu rows x %zu features: train score %.4f", o.estimator.c_str(),
               train.global_rows, train.features, train_score);
   if (test_score) std::printf(", test score %.4f", *test_score);
+  if (test_unseen > 0)
+    std::printf(" (%lld test rows of classes not in the training data count as errors)",
+                static_cast<long long>(test_unseen));
   std::printf(" (%d iterations, fit %.2f s on %d ranks)\n", estimator->iterations(), fit_s,
               comm.size());
   if (!o.model_out.empty()) std::printf("model written to %s\n", o.model_out.c_str());
@@ -245,7 +257,7 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
                               .idx_split = "t10k",
                               .regression = regression});
   check_features(data, pre.at("features").get<std::size_t>(), o.data.path);
-  if (estimator->supervised()) align_labels(data, names, o.data.path);
+  const std::int64_t unseen = estimator->supervised() ? align_labels(data, names, comm) : 0;
   if (pre.contains("standardizer")) ml::Standardizer::from_json(pre["standardizer"]).apply(data);
   std::vector<double> predictions;
   if (regression) {
@@ -259,10 +271,24 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   if (!o.out.empty())
     write_predictions(predictions, estimator->supervised() ? names : std::vector<std::string>{},
                       regression, o.out, comm);
-  if (comm.rank() == 0)
-    std::printf("%s on %s: score %.4f over %zu rows%s%s\n", model["estimator"].dump().c_str(),
-                o.data.path.c_str(), score, data.global_rows,
-                o.out.empty() ? "" : "; predictions in ", o.out.c_str());
+  if (comm.rank() != 0) return;
+  if (o.json) {
+    const nlohmann::json done = {{"event", "done"},
+                                 {"estimator", model["estimator"]},
+                                 {"rows", data.global_rows},
+                                 {"score", score},
+                                 {"unseen_class_rows", unseen},
+                                 {"predictions", o.out.empty() ? nullptr : nlohmann::json(o.out)},
+                                 {"np", comm.size()}};
+    std::cout << done.dump() << std::endl;
+    return;
+  }
+  std::printf("%s on %s: score %.4f over %zu rows", model["estimator"].dump().c_str(),
+              o.data.path.c_str(), score, data.global_rows);
+  if (unseen > 0)
+    std::printf(" (%lld of a class not in the training data, counted as errors)",
+                static_cast<long long>(unseen));
+  std::printf("%s%s\n", o.out.empty() ? "" : "; predictions in ", o.out.c_str());
 }
 
 // Runs `body` on this process's ranks: threads for the local engine, else the launched ones.
@@ -335,6 +361,7 @@ void add_fit_commands(CLI::App& app, int argc, char** argv) {
   psub->add_option("--model", predict->model_path, "Model JSON from distml fit")->required();
   add_data_options(psub, predict->data);
   psub->add_option("--out", predict->out, "Write the predictions (one per row) to this CSV");
+  psub->add_flag("--json", predict->json, "Print the result as one JSON done line");
   CLI::Option* pnp = nullptr;
   add_job_options(psub, *pjob, pnp);
   psub->callback([predict, pjob, pnp, argc, argv] {

@@ -19,7 +19,8 @@ void validate(const GaussianNBOptions& o) {
 }
 
 void validate(const MultinomialNBOptions& o) {
-  require_option(o.alpha >= 0 && std::isfinite(o.alpha), kMultinomial, "alpha", "non-negative");
+  // 0 would leave log(0) for a feature a class never shows, and NaN probabilities.
+  require_option(o.alpha > 0 && std::isfinite(o.alpha), kMultinomial, "alpha", "positive");
 }
 
 std::vector<std::int64_t> argmax_rows(const std::vector<double>& v, std::size_t k) {

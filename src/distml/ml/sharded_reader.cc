@@ -147,7 +147,8 @@ CsvHeader read_header(std::ifstream& in, const std::string& path, char delimiter
     const std::size_t nl = reader.find_newline(from);
     const std::size_t stop = nl == std::string::npos ? reader.bytes().size() : nl;
     ++h.line;
-    const std::string_view line(reader.bytes().data() + from, stop - from);
+    std::string_view line(reader.bytes().data() + from, stop - from);
+    if (from == 0 && line.starts_with("\xEF\xBB\xBF")) line.remove_prefix(3);  // a UTF-8 BOM
     if (!trim(line).empty()) {
       h.fields = split_fields(line, delimiter, path, h.line);
       h.end = nl == std::string::npos ? stop : nl + 1;
