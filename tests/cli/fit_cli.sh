@@ -25,6 +25,22 @@ expect 0 "score 1.0000 over 80 rows" "$distml" predict --model "$dir/m.json" --d
   fail "predictions file: $(head -n 3 "$dir/p.csv")"
 expect 0 '"inertia"' fit kmeans --data "$dir/train.csv" --label kind --set k=2 --json \
   --model-out "$dir/k.json"
+# A model knows its columns by name: a file without the label column is predicted (not
+# scored), one with the columns in another order gives the same predictions.
+cut -d, -f1,2 "$dir/train.csv" >"$dir/unlabelled.csv"
+awk -F, -v OFS=, '{ print $3, $2, $1 }' "$dir/train.csv" >"$dir/reordered.csv"
+out=$("$distml" predict --model "$dir/m.json" --data "$dir/unlabelled.csv" --json \
+  --out "$dir/p_unlabelled.csv" --engine "$engine" --np "$np" | tail -n 1) ||
+  fail "predict on unlabelled rows failed: $out"
+[[ $out == *'"rows":80'* && $out == *'"score":null'* ]] || fail "unlabelled predict: $out"
+"$distml" predict --model "$dir/m.json" --data "$dir/reordered.csv" --out "$dir/p_reordered.csv" \
+  --engine "$engine" --np "$np" >/dev/null || fail "predict on reordered columns failed"
+cmp -s "$dir/p.csv" "$dir/p_unlabelled.csv" && cmp -s "$dir/p.csv" "$dir/p_reordered.csv" ||
+  fail "predictions differ by the file's columns"
+# --label none: every column is a feature (k-means on x and y), and a classifier refuses it.
+expect 0 '"features":2' fit kmeans --data "$dir/unlabelled.csv" --label none --set k=2 --json
+expect 2 "--label none: logreg learns from labels" fit logreg --data "$dir/unlabelled.csv" \
+  --label none
 # A clustering model predicts cluster ids, not the class names of the file's label column.
 expect 0 "over 80 rows" "$distml" predict --model "$dir/k.json" --data "$dir/train.csv" \
   --label kind --out "$dir/k.csv" --engine "$engine" --np "$np"

@@ -256,6 +256,32 @@ TEST(ReadCsvShard, ClassesAreTheSortedDistinctLabelValues) {
   expect_classes("names.csv", "b a 10 9", {"10", "9", "a", "b"}, {3, 2, 0, 1});
 }
 
+// A model's columns by name: any order, with or without the label; an unknown or missing
+// column is an error. Without a label column every column is a feature.
+TEST(ReadCsvShard, ColumnsByNameWithOrWithoutTheLabel) {
+  TempDir dir;
+  const auto path = dir.write("cols.csv", "b,kind,a\n2,x,1\n4,y,3\n");
+  CsvShardOptions o;
+  o.features = {"a", "b"};
+  o.label_name = "kind";
+  auto d = per_rank(1, [&](comm::Communicator& c) { return read_csv_shard(path, c, o); })[0];
+  EXPECT_EQ(d.x, (std::vector<double>{1, 2, 3, 4}));
+  EXPECT_EQ(d.y, (std::vector<std::int64_t>{0, 1}));
+  o.label_name = "";  // a model without a label: "kind" is a column too many
+  expect_same_error_everywhere(path, o,
+                               path + ":1: column 'kind' is neither a feature of the model");
+  o.features = {"a", "c"};
+  o.label_name = "kind";
+  expect_same_error_everywhere(path, o, path + ":1: no column named 'c' (a feature of the model)");
+  const auto unlabelled = dir.write("u.csv", "a,b\n1,2\n3,4\n");
+  CsvShardOptions none;
+  none.no_label = true;
+  d = per_rank(2, [&](comm::Communicator& c) { return read_csv_shard(unlabelled, c, none); })[0];
+  EXPECT_EQ(d.features, 2u);
+  EXPECT_TRUE(d.y.empty());
+  EXPECT_EQ(d.global_rows, 2u);
+}
+
 // Spreadsheet exports start with a UTF-8 byte order mark; it is not part of the first name.
 TEST(ReadCsvShard, AByteOrderMarkIsNotPartOfTheFirstColumnsName) {
   TempDir dir;

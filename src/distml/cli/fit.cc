@@ -8,10 +8,12 @@
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "distml/comm/engines.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
+#include "distml/ml/agreement.h"
 #include "distml/ml/estimator.h"
 #include "distml/ml/model_file.h"
 #include "distml/ml/preprocessing.h"
@@ -80,6 +82,9 @@ struct ReadOptions {
   std::size_t features = 0;
   std::string idx_split = "train";
   bool regression = false;
+  // A model's CSV columns: its features by name, and its label's name (empty: it had none).
+  std::vector<std::string> feature_names{};
+  std::string label_name{};
 };
 
 LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOptions& r = {}) {
@@ -99,7 +104,12 @@ LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOp
     throw UsageError(cat("--format must be auto, csv, libsvm or idx, got '", format, "'"));
   ml::CsvShardOptions o;
   o.regression = r.regression;
-  if (!d.label.empty()) {
+  o.features = r.feature_names;
+  o.label_name = r.label_name;
+  if (d.label == "none") {
+    o.no_label = true;
+    o.label_name.clear();
+  } else if (!d.label.empty()) {
     char* end = nullptr;
     const long index = std::strtol(d.label.c_str(), &end, 10);
     if (*end == '\0')
@@ -154,6 +164,9 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   auto estimator = configured_estimator(o);
   const bool regression = estimator->regression();
   LocalData train = read_data(o.data, comm, {.regression = regression});
+  if (o.data.label == "none" && estimator->supervised())
+    throw UsageError(cat("--label none: ", o.estimator,
+                         " learns from labels; of the estimators only kmeans fits without"));
   std::optional<LocalData> test;
   std::int64_t test_unseen = 0;  // test rows of a class the training rows lack
   if (!o.test_path.empty()) {
@@ -170,7 +183,12 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
     test = read_idx_split(o.data.path, "t10k", comm);
   }
 
-  nlohmann::json preprocessing = {{"features", train.features}, {"class_names", train.class_names}};
+  nlohmann::json preprocessing = {
+      {"features", train.features},
+      {"class_names", train.class_names},
+      {"feature_names", train.feature_names},
+      {"label",
+       train.label_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(train.label_name)}};
   if (o.standardize) {
     auto scaler = ml::fit_standardizer(train, comm);
     scaler.apply(train);
@@ -252,12 +270,20 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   const auto& pre = model.at("preprocessing");
   const auto names = pre.at("class_names").get<std::vector<std::string>>();
   const bool regression = estimator->regression();
-  LocalData data = read_data(o.data, comm,
-                             {.features = pre.at("features").get<std::size_t>(),
-                              .idx_split = "t10k",
-                              .regression = regression});
+  // A model fitted on a CSV file knows its feature columns by name, and its label's: the
+  // file may order them otherwise, and may have the label column or not.
+  LocalData data = read_data(
+      o.data, comm,
+      {.features = pre.at("features").get<std::size_t>(),
+       .idx_split = "t10k",
+       .regression = regression,
+       .feature_names = pre.value("feature_names", std::vector<std::string>{}),
+       .label_name = pre.contains("label") && pre["label"].is_string() ? pre["label"] : ""});
   check_features(data, pre.at("features").get<std::size_t>(), o.data.path);
-  const std::int64_t unseen = estimator->supervised() ? align_labels(data, names, comm) : 0;
+  const bool labelled = ml::allreduce_i64(comm, data.y.empty() && data.targets.empty() ? 0 : 1,
+                                          comm::ReduceOp::max) == 1;
+  const std::int64_t unseen =
+      labelled && estimator->supervised() ? align_labels(data, names, comm) : 0;
   if (pre.contains("standardizer")) ml::Standardizer::from_json(pre["standardizer"]).apply(data);
   std::vector<double> predictions;
   if (regression) {
@@ -266,7 +292,9 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
     const auto ids = estimator->predict(data);
     predictions.assign(ids.begin(), ids.end());
   }
-  const double score = estimator->score(data, comm);
+  // Scored only against labels the file has.
+  const std::optional<double> score =
+      labelled ? std::optional(estimator->score(data, comm)) : std::nullopt;
   // A clustering model predicts cluster ids, which no class name stands for.
   if (!o.out.empty())
     write_predictions(predictions, estimator->supervised() ? names : std::vector<std::string>{},
@@ -276,15 +304,18 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
     const nlohmann::json done = {{"event", "done"},
                                  {"estimator", model["estimator"]},
                                  {"rows", data.global_rows},
-                                 {"score", score},
+                                 {"score", score ? nlohmann::json(*score) : nullptr},
                                  {"unseen_class_rows", unseen},
                                  {"predictions", o.out.empty() ? nullptr : nlohmann::json(o.out)},
                                  {"np", comm.size()}};
     std::cout << done.dump() << std::endl;
     return;
   }
-  std::printf("%s on %s: score %.4f over %zu rows", model["estimator"].dump().c_str(),
-              o.data.path.c_str(), score, data.global_rows);
+  std::printf("%s on %s: ", model["estimator"].dump().c_str(), o.data.path.c_str());
+  if (score)
+    std::printf("score %.4f over %zu rows", *score, data.global_rows);
+  else
+    std::printf("%zu rows predicted (no labels to score)", data.global_rows);
   if (unseen > 0)
     std::printf(" (%lld of a class not in the training data, counted as errors)",
                 static_cast<long long>(unseen));

@@ -24,6 +24,7 @@ struct LocalData {
   std::vector<std::string> class_names;  // class id i is class_names[i] (CSV, libsvm); empty:
                                          // ids are the labels (IDX)
   std::vector<std::string> feature_names;  // from a CSV header; empty otherwise
+  std::string label_name;                  // the CSV label column's name; empty otherwise
 
   const double* row(std::size_t i) const { return x.data() + i * features; }
 };

@@ -91,6 +91,7 @@ std::pair<LocalData, LocalData> train_test_split(const LocalData& d, double test
     h->num_classes = d.num_classes;
     h->class_names = d.class_names;
     h->feature_names = d.feature_names;
+    h->label_name = d.label_name;
   }
   for (std::size_t i = 0; i < d.rows; ++i) {
     LocalData& h = in_test_split(offset + i, test_fraction, seed) ? halves.second : halves.first;

@@ -178,6 +178,50 @@ std::size_t find_label_column(const CsvHeader& header, const CsvShardOptions& o,
   return static_cast<std::size_t>(i);
 }
 
+// Which columns of the file are the features, in order, and which is the label (none: the
+// file has no label column).
+struct Columns {
+  std::vector<std::size_t> features;
+  std::optional<std::size_t> label;
+};
+
+Columns columns_of(const CsvHeader& header, const CsvShardOptions& o, const std::string& path) {
+  const std::vector<std::string>& names = header.fields;
+  const auto where = [&] { return cat(path, ":", header.line, ": "); };
+  Columns cols;
+  if (!o.features.empty()) {  // by name, and the label if the file has it
+    const auto find = [&](const std::string& name) -> std::optional<std::size_t> {
+      const auto it = std::find(names.begin(), names.end(), name);
+      if (it == names.end()) return std::nullopt;
+      return static_cast<std::size_t>(it - names.begin());
+    };
+    for (const auto& name : o.features) {
+      const auto c = find(name);
+      if (!c)
+        throw DataError(cat(where(), "no column named '", name, "' (a feature of the model)"));
+      cols.features.push_back(*c);
+    }
+    if (!o.label_name.empty()) cols.label = find(o.label_name);
+    if (names.size() != cols.features.size() + (cols.label ? 1 : 0))
+      for (std::size_t c = 0; c < names.size(); ++c)
+        if (std::find(cols.features.begin(), cols.features.end(), c) == cols.features.end() &&
+            c != cols.label)
+          throw DataError(
+              cat(where(), "column '", names[c], "' is neither a feature of the model",
+                  o.label_name.empty() ? "" : cat(" nor its label '", o.label_name, "'")));
+    return cols;
+  }
+  if (!o.no_label) {
+    if (names.size() < 2)
+      throw DataError(cat(where(), "header has ", names.size(),
+                          " column, expected at least one feature and a label"));
+    cols.label = find_label_column(header, o, path);
+  }
+  for (std::size_t c = 0; c < names.size(); ++c)
+    if (c != cols.label) cols.features.push_back(c);
+  return cols;
+}
+
 // ---- Labels, agreed over all ranks ----
 
 // Raw labels of this rank's rows, with where each came from for messages.
@@ -279,16 +323,13 @@ LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvS
     throw ConfigError(cat("impute = '", o.impute, "': expected \"\" (missing values are errors) ",
                           "or \"mean\""));
   CsvHeader header;
-  std::size_t label_col = 0;
+  Columns columns;
   std::string text;
   collectively(comm, [&] {
     std::ifstream in = open_binary(path);
     const std::uint64_t size = file_size(in);
     header = read_header(in, path, o.delimiter);
-    if (header.fields.size() < 2)
-      throw DataError(cat(path, ":", header.line, ": header has ", header.fields.size(),
-                          " column, expected at least one feature and a label"));
-    label_col = find_label_column(header, o, path);
+    columns = columns_of(header, o, path);
     text = read_line_range(in, header.end, size, comm.rank(), comm.size());
   });
   const std::size_t first_line = header.line + 1 +
@@ -297,9 +338,9 @@ LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvS
 
   const std::vector<std::string>& names = header.fields;
   LocalData d;
-  d.features = names.size() - 1;
-  for (std::size_t c = 0; c < names.size(); ++c)
-    if (c != label_col) d.feature_names.push_back(names[c]);
+  d.features = columns.features.size();
+  for (std::size_t c : columns.features) d.feature_names.push_back(names[c]);
+  if (columns.label) d.label_name = names[*columns.label];
   RawLabels labels;
   collectively(comm, [&] {
     for_each_line(text, first_line, [&](std::string_view line, std::size_t line_no) {
@@ -308,8 +349,7 @@ LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvS
       if (f.size() != names.size())
         throw DataError(cat(path, ":", line_no, ": ", f.size(), " fields, expected ", names.size(),
                             " as in the header"));
-      for (std::size_t c = 0; c < f.size(); ++c) {
-        if (c == label_col) continue;
+      for (std::size_t c : columns.features) {
         const auto where = [&] {
           return cat(path, ":", line_no, ": column ", c + 1, " (", names[c], ")");
         };
@@ -324,18 +364,20 @@ LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvS
           throw DataError(cat(where(), ": '", f[c], "' is not finite, expected a number"));
         d.x.push_back(*v);
       }
-      const std::string origin =
-          cat(path, ":", line_no, ": column ", label_col + 1, " (", names[label_col], ")");
-      if (f[label_col].empty()) throw DataError(cat(origin, ": missing label"));
-      labels.values.push_back(f[label_col]);
+      ++d.rows;
+      if (!columns.label) return;
+      const std::size_t l = *columns.label;
+      const std::string origin = cat(path, ":", line_no, ": column ", l + 1, " (", names[l], ")");
+      if (f[l].empty()) throw DataError(cat(origin, ": missing label"));
+      labels.values.push_back(f[l]);
       labels.origins.push_back(origin);
     });
   });
-  d.rows = labels.values.size();
   d.global_rows = static_cast<std::size_t>(
       allreduce_i64(comm, static_cast<std::int64_t>(d.rows), comm::ReduceOp::sum));
   if (o.impute == "mean") impute_means(comm, path, d.feature_names, d);
-  assign_labels(comm, labels, o.regression, d);
+  // Every rank read the same header: all have labels or none.
+  if (columns.label) assign_labels(comm, labels, o.regression, d);
   return d;
 }
 

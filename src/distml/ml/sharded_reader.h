@@ -33,8 +33,13 @@ namespace distml::ml {
 /// How read_csv_shard reads a CSV file with a header row. Default: the label is the last
 /// column, class ids from integer or string labels, no imputation, delimiter ','.
 struct CsvShardOptions {
-  std::string label_name;   // when set, wins over label_index
-  int label_index = -1;     // 0-based; negative counts from the end (-1 = last column)
+  std::string label_name;  // when set, wins over label_index
+  int label_index = -1;    // 0-based; negative counts from the end (-1 = last column)
+  bool no_label = false;   // every column is a feature; LocalData::y stays empty
+  /// When set (a model's): the features are these columns, by name and in this order, and
+  /// the label is the column `label_name` if the file has one (else the rows are unlabelled);
+  /// any other column is a DataError.
+  std::vector<std::string> features;
   bool regression = false;  // labels are real numbers, read into LocalData::targets
   std::string impute;       // "": a missing feature is a DataError; "mean": the column's mean
   char delimiter = ',';
@@ -45,11 +50,11 @@ struct CsvShardOptions {
 /// distinct values over all ranks, sorted by number when every label is one (and then they
 /// must be integers: a fractional one is a DataError pointing at regression), else by name,
 /// so ids do not depend on the world size; class id i is class_names[i] (a number's integer
-/// text: "+1" and "1.0" are class "1"). Real numbers when `o.regression`. Fields may be double-quoted ("" inside is a quote) but not
-/// span lines; blank lines are skipped; CRLF endings are accepted. DataError naming the
-/// file, the 1-based line and the column (number and header name) for a missing or
-/// non-numeric feature, with the line for a wrong field count, and listing the header for an
-/// unknown label column. ConfigError for an unknown `o.impute`.
+/// text: "+1" and "1.0" are class "1"). Real numbers when `o.regression`. Fields may be
+/// double-quoted ("" inside is a quote) but not span lines; blank lines are skipped; CRLF endings
+/// are accepted. DataError naming the file, the 1-based line and the column (number and header
+/// name) for a missing or non-numeric feature, with the line for a wrong field count, and listing
+/// the header for an unknown label column. ConfigError for an unknown `o.impute`.
 LocalData read_csv_shard(const std::string& path, comm::Communicator& comm,
                          const CsvShardOptions& o = {});
 
