@@ -61,6 +61,18 @@ expect 0 "train score 1.0000" fit logreg --data "$dir/pm1.csv" --model-out "$dir
 /usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1]))
 assert m["class_names"] == m["preprocessing"]["class_names"] == ["-1", "1"], m' "$dir/pm1.json" ||
   fail "the classes in the model file are not -1 and 1"
+# --proba: a column per class, named by it, whose probabilities add up to 1 (normalised: up to
+# a few ulps, so 1e-12 is ample); k-means has none.
+"$distml" predict --model "$dir/pm1.json" --data "$dir/pm1.csv" --out "$dir/proba.csv" --proba \
+  --engine "$engine" --np "$np" >/dev/null || fail "predict --proba failed"
+/usr/bin/python3 -c 'import csv, sys; rows = list(csv.reader(open(sys.argv[1])))
+assert rows[0] == ["prediction", "-1", "1"] and len(rows) == 41, rows[:2]
+for r in rows[1:]:
+    p = [float(v) for v in r[1:]]
+    assert abs(sum(p) - 1) < 1e-12 and r[0] == ["-1", "1"][p.index(max(p))], r' "$dir/proba.csv" ||
+  fail "probabilities: $(head -n 3 "$dir/proba.csv")"
+expect 2 "--proba: kmeans gives no class probabilities" "$distml" predict --model "$dir/k.json" \
+  --data "$dir/train.csv" --out "$dir/x.csv" --proba --engine "$engine" --np "$np"
 # Rows of a class the training data lacks (7) are still predicted, and count as errors: 2 of
 # the 10 rows, the other 8 right (score 0.8); predict --json prints a done line.
 { echo "x,y,label"; for i in 0 1 2 3; do echo "1.5,1,-1"; echo "21.5,21,1"; done

@@ -46,6 +46,7 @@ struct PredictOptions {
   std::string model_path;
   DataOptions data;
   std::string out;
+  bool proba = false;
   bool json = false;
 };
 
@@ -237,10 +238,8 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   if (!o.model_out.empty()) std::printf("model written to %s\n", o.model_out.c_str());
 }
 
-// Writes every rank's predictions (class ids, or values of a regression) to `path` on rank 0,
-// in row order, classes by name if they have names.
-void write_predictions(const std::vector<double>& mine, const std::vector<std::string>& names,
-                       bool regression, const std::string& path, comm::Communicator& comm) {
+// Collective: every rank's values, in rank order.
+std::vector<double> gathered(const std::vector<double>& mine, comm::Communicator& comm) {
   std::int64_t n = static_cast<std::int64_t>(mine.size());
   std::vector<std::int64_t> counts(comm.size());
   comm.allgather(comm::ConstBuffer{&n, 1, comm::DType::i64},
@@ -250,16 +249,39 @@ void write_predictions(const std::vector<double>& mine, const std::vector<std::s
   for (auto s : sizes) total += s;
   std::vector<double> all(total);
   comm.allgatherv(comm::cview(mine), comm::view(all), sizes);
+  return all;
+}
+
+// Writes every rank's predictions (class ids, or values of a regression) to `path` on rank 0,
+// in row order, classes by name if they have names; with `proba` (rows x classes), each
+// class's probability beside them, in a column named by the class.
+void write_predictions(const std::vector<double>& mine, const std::vector<std::string>& names,
+                       bool regression, const std::vector<double>* proba, const std::string& path,
+                       comm::Communicator& comm) {
+  const auto all = gathered(mine, comm);
+  const auto all_proba = proba ? gathered(*proba, comm) : std::vector<double>{};
   if (comm.rank() != 0) return;
+  const std::size_t classes = all.empty() ? 0 : all_proba.size() / all.size();
+  const auto class_name = [&](std::size_t k) {
+    return names.empty() ? std::to_string(k) : names.at(k);
+  };
   std::ofstream out(path);
-  out << "prediction\n";
+  out << "prediction";
+  for (std::size_t k = 0; k < classes; ++k) out << "," << class_name(k);
+  out << "\n";
   char text[32];
-  for (double p : all) {
-    if (regression)
-      std::snprintf(text, sizeof text, "%.17g", p);
-    else if (names.empty())
-      std::snprintf(text, sizeof text, "%lld", static_cast<long long>(p));
-    out << (regression || names.empty() ? text : names.at(static_cast<std::size_t>(p))) << "\n";
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    if (regression) {
+      std::snprintf(text, sizeof text, "%.17g", all[i]);
+      out << text;
+    } else {
+      out << class_name(static_cast<std::size_t>(all[i]));
+    }
+    for (std::size_t k = 0; k < classes; ++k) {
+      std::snprintf(text, sizeof text, "%.17g", all_proba[i * classes + k]);
+      out << "," << text;
+    }
+    out << "\n";
   }
   if (!out.flush()) throw Error(cat(path, ": cannot write the predictions"));
 }
@@ -267,6 +289,9 @@ void write_predictions(const std::vector<double>& mine, const std::vector<std::s
 void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   const auto model = ml::load_model_file(o.model_path);
   auto estimator = ml::estimator_from_json(model);
+  if (o.proba && !estimator->gives_probabilities())
+    throw UsageError(cat("--proba: ", model["estimator"].get<std::string>(),
+                         " gives no class probabilities (logreg, nb and gbdt classifiers do)"));
   const auto& pre = model.at("preprocessing");
   const auto names = pre.at("class_names").get<std::vector<std::string>>();
   const bool regression = estimator->regression();
@@ -295,10 +320,11 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   // Scored only against labels the file has.
   const std::optional<double> score =
       labelled ? std::optional(estimator->score(data, comm)) : std::nullopt;
+  const auto proba = o.proba ? estimator->predict_proba(data) : std::vector<double>{};
   // A clustering model predicts cluster ids, which no class name stands for.
   if (!o.out.empty())
     write_predictions(predictions, estimator->supervised() ? names : std::vector<std::string>{},
-                      regression, o.out, comm);
+                      regression, o.proba ? &proba : nullptr, o.out, comm);
   if (comm.rank() != 0) return;
   if (o.json) {
     const nlohmann::json done = {{"event", "done"},
@@ -392,6 +418,10 @@ void add_fit_commands(CLI::App& app, int argc, char** argv) {
   psub->add_option("--model", predict->model_path, "Model JSON from distml fit")->required();
   add_data_options(psub, predict->data);
   psub->add_option("--out", predict->out, "Write the predictions (one per row) to this CSV");
+  psub->add_flag("--proba", predict->proba,
+                 "With --out: each class's probability too, a column per class (logreg, nb, "
+                 "gbdt)")
+      ->needs(psub->get_option("--out"));
   psub->add_flag("--json", predict->json, "Print the result as one JSON done line");
   CLI::Option* pnp = nullptr;
   add_job_options(psub, *pjob, pnp);

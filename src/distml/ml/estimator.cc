@@ -37,6 +37,15 @@ class Adapter final : public Estimator {
       if (regression()) return model_.predict_values(data);
     throw UsageError(cat(name_, ": predicted values need a regression model"));
   }
+  bool gives_probabilities() const override {
+    return requires(const LocalData& d) { model_.predict_proba(d); }
+    &&!regression();
+  }
+  std::vector<double> predict_proba(const LocalData& data) const override {
+    if constexpr (requires { model_.predict_proba(data); })
+      if (gives_probabilities()) return model_.predict_proba(data);
+    throw UsageError(cat(name_, ": gives no class probabilities (logreg, nb and gbdt do)"));
+  }
   double score(const LocalData& data, comm::Communicator& comm) const override {
     return model_.score(data, comm);
   }

@@ -28,6 +28,11 @@ class Estimator {
   virtual bool regression() const { return false; }
   /// Predicted values of this rank's rows; regression models only.
   virtual std::vector<double> predict_values(const LocalData& data) const = 0;
+  /// Whether predict_proba gives class probabilities (logistic regression, naive Bayes, GBDT
+  /// classifiers).
+  virtual bool gives_probabilities() const = 0;
+  /// Local: rows x classes probabilities, row-major; UsageError unless gives_probabilities().
+  virtual std::vector<double> predict_proba(const LocalData& data) const = 0;
   /// Collective: accuracy over all ranks' rows; R^2 for regression; for k-means, minus the
   /// inertia (as scikit-learn's score).
   virtual double score(const LocalData& data, comm::Communicator& comm) const = 0;
