@@ -61,6 +61,20 @@ expect 0 "train score 1.0000" fit logreg --data "$dir/pm1.csv" --model-out "$dir
 /usr/bin/python3 -c 'import json, sys; m = json.load(open(sys.argv[1]))
 assert m["class_names"] == m["preprocessing"]["class_names"] == ["-1", "1"], m' "$dir/pm1.json" ||
   fail "the classes in the model file are not -1 and 1"
+# Missing values (empty, NA, ?) are refused, naming --impute; with it the training medians
+# fill them, in the model file too, so predict fills a new file's the same way.
+{ head -n 1 "$dir/train.csv"; tail -n +2 "$dir/train.csv" | awk -F, -v OFS=, \
+    'NR % 7 == 1 { $1 = "" } NR % 11 == 2 { $2 = "NA" } NR % 13 == 3 { $1 = "?" } { print }'; } \
+  >"$dir/gaps.csv"
+expect 2 "missing value, expected a number; --impute mean|median" fit logreg --data "$dir/gaps.csv" \
+  --label kind
+expect 0 '"rows":80' fit logreg --data "$dir/gaps.csv" --label kind --impute median --json \
+  --model-out "$dir/gaps.json"
+/usr/bin/python3 -c 'import json, sys; i = json.load(open(sys.argv[1]))["preprocessing"]["imputer"]
+assert i["strategy"] == "median" and len(i["values"]) == 2, i' "$dir/gaps.json" ||
+  fail "no imputer in the model file"
+expect 0 "over 80 rows" "$distml" predict --model "$dir/gaps.json" --data "$dir/gaps.csv" \
+  --engine "$engine" --np "$np"
 # --proba: a column per class, named by it, whose probabilities add up to 1 (normalised: up to
 # a few ulps, so 1e-12 is ample); k-means has none.
 "$distml" predict --model "$dir/pm1.json" --data "$dir/pm1.csv" --out "$dir/proba.csv" --proba \

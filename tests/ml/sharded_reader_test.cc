@@ -304,21 +304,27 @@ TEST(ReadCsvShard, FractionalLabelIsARegressionsNotAClass) {
                                    "loss=squared_error)");
 }
 
-TEST(ReadCsvShard, ImputeMeanFillsMissingValuesWithTheGlobalColumnMean) {
+// Empty cells, NA, NaN and ? are missing: NaN when allowed (for an imputer), else an error
+// that names the cell and the option.
+TEST(ReadCsvShard, MissingValuesAreNaNWhenAllowed) {
   TempDir dir;
-  const auto path = dir.write("gaps.csv", "a,b,y\n1,,0\n,4,1\n3,8,0\n\n5,,1\n");
+  const auto path = dir.write("gaps.csv", "a,b,y\n1,,0\nNA,4,1\n3,?,0\n\n5,NaN,1\n");
+  expect_same_error_everywhere(path, {},
+                               path +
+                                   ":2: column 2 (b): missing value, expected a number; --impute "
+                                   "mean|median fills missing values with the training column's "
+                                   "statistic");
   CsvShardOptions o;
-  o.impute = "mean";
+  o.missing_allowed = true;
   for (int world : kWorlds) {
     const LocalData all =
         concat(per_rank(world, [&](comm::Communicator& c) { return read_csv_shard(path, c, o); }));
-    EXPECT_EQ(all.x, (std::vector<double>{1, 6, 3, 4, 3, 8, 5, 6})) << "world " << world;
+    const std::vector<bool> missing = {false, true, true, false, false, true, false, true};
+    ASSERT_EQ(all.x.size(), missing.size());
+    for (std::size_t i = 0; i < missing.size(); ++i)
+      EXPECT_EQ(std::isnan(all.x[i]), missing[i]) << "element " << i << ", world " << world;
   }
-  o.impute = "median";
-  EXPECT_THROW(per_rank(2, [&](comm::Communicator& c) { return read_csv_shard(path, c, o); }),
-               ConfigError);
-  // Non-numeric values are still errors with imputation.
-  o.impute = "mean";
+  // Non-numeric values are still errors.
   const auto word = dir.write("word.csv", "a,y\n1,0\nx,1\n");
   expect_same_error_everywhere(word, o, word + ":3: column 1 (a): 'x' is not a number");
 }

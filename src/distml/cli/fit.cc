@@ -15,6 +15,7 @@
 #include "distml/core/error.h"
 #include "distml/ml/agreement.h"
 #include "distml/ml/estimator.h"
+#include "distml/ml/imputer.h"
 #include "distml/ml/model_file.h"
 #include "distml/ml/preprocessing.h"
 #include "distml/ml/sharded_reader.h"
@@ -35,6 +36,7 @@ struct FitOptions {
   DataOptions data;
   std::string test_path;
   double test_fraction = 0;
+  std::string impute;  // "", mean or median
   bool standardize = false;
   std::uint64_t seed = 0;
   std::vector<std::string> sets;
@@ -86,6 +88,7 @@ struct ReadOptions {
   // A model's CSV columns: its features by name, and its label's name (empty: it had none).
   std::vector<std::string> feature_names{};
   std::string label_name{};
+  bool missing_allowed = false;  // missing values become NaN, for an imputer
 };
 
 LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOptions& r = {}) {
@@ -107,6 +110,7 @@ LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOp
   o.regression = r.regression;
   o.features = r.feature_names;
   o.label_name = r.label_name;
+  o.missing_allowed = r.missing_allowed;
   if (d.label == "none") {
     o.no_label = true;
     o.label_name.clear();
@@ -164,7 +168,8 @@ std::unique_ptr<ml::Estimator> configured_estimator(const FitOptions& o) {
 void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   auto estimator = configured_estimator(o);
   const bool regression = estimator->regression();
-  LocalData train = read_data(o.data, comm, {.regression = regression});
+  const bool impute = !o.impute.empty();
+  LocalData train = read_data(o.data, comm, {.regression = regression, .missing_allowed = impute});
   if (o.data.label == "none" && estimator->supervised())
     throw UsageError(cat("--label none: ", o.estimator,
                          " learns from labels; of the estimators only kmeans fits without"));
@@ -173,7 +178,8 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   if (!o.test_path.empty()) {
     DataOptions t = o.data;
     t.path = o.test_path;
-    test = read_data(t, comm, {.features = train.features, .regression = regression});
+    test = read_data(
+        t, comm, {.features = train.features, .regression = regression, .missing_allowed = impute});
     test_unseen = align_labels(*test, train.class_names, comm);
     check_features(*test, train.features, o.test_path);
   } else if (o.test_fraction > 0) {
@@ -190,6 +196,12 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
       {"feature_names", train.feature_names},
       {"label",
        train.label_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(train.label_name)}};
+  if (impute) {  // the training rows' statistic, for the test rows and predictions too
+    const auto imputer = ml::fit_imputer(train, o.impute, comm);
+    imputer.apply(train);
+    if (test) imputer.apply(*test);
+    preprocessing["imputer"] = imputer.to_json();
+  }
   if (o.standardize) {
     auto scaler = ml::fit_standardizer(train, comm);
     scaler.apply(train);
@@ -303,12 +315,14 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
        .idx_split = "t10k",
        .regression = regression,
        .feature_names = pre.value("feature_names", std::vector<std::string>{}),
-       .label_name = pre.contains("label") && pre["label"].is_string() ? pre["label"] : ""});
+       .label_name = pre.contains("label") && pre["label"].is_string() ? pre["label"] : "",
+       .missing_allowed = pre.contains("imputer")});
   check_features(data, pre.at("features").get<std::size_t>(), o.data.path);
   const bool labelled = ml::allreduce_i64(comm, data.y.empty() && data.targets.empty() ? 0 : 1,
                                           comm::ReduceOp::max) == 1;
   const std::int64_t unseen =
       labelled && estimator->supervised() ? align_labels(data, names, comm) : 0;
+  if (pre.contains("imputer")) ml::Imputer::from_json(pre["imputer"]).apply(data);
   if (pre.contains("standardizer")) ml::Standardizer::from_json(pre["standardizer"]).apply(data);
   std::vector<double> predictions;
   if (regression) {
@@ -395,6 +409,10 @@ void add_fit_commands(CLI::App& app, int argc, char** argv) {
                   "Hold out this share of the rows (by seed; independent of --np)")
       ->excludes(test)
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--impute", fit->impute,
+                  "Fill missing values (empty, NA, NaN, ?) with the training column's mean or "
+                  "median (stored in the model for predict); without it they are errors")
+      ->check(CLI::IsMember({"mean", "median"}));
   sub->add_flag("--standardize", fit->standardize,
                 "Scale features to mean 0, variance 1 (statistics of the training rows)");
   sub->add_option("--seed", fit->seed, "Seed of the train/test split");

@@ -178,6 +178,12 @@ std::size_t find_label_column(const CsvHeader& header, const CsvShardOptions& o,
   return static_cast<std::size_t>(i);
 }
 
+// An empty cell, NA, NaN or ? (as pandas and R write a missing value).
+bool is_missing(std::string_view field) {
+  const auto t = trim(field);
+  return t.empty() || t == "NA" || t == "NaN" || t == "nan" || t == "?";
+}
+
 // Which columns of the file are the features, in order, and which is the label (none: the
 // file has no label column).
 struct Columns {
@@ -291,37 +297,9 @@ void assign_labels(Communicator& comm, const RawLabels& raw, bool regression, Lo
   for (std::size_t i = 0; i < n; ++i) d.y[i] = id.at(keys[i]);
 }
 
-// Replaces NaN (missing) features by the column's mean over all ranks.
-void impute_means(Communicator& comm, const std::string& path,
-                  const std::vector<std::string>& names, LocalData& d) {
-  const std::size_t f = d.features;
-  std::vector<double> stats(3 * f, 0.0);  // sum, present, missing per column
-  for (std::size_t i = 0; i < d.rows; ++i)
-    for (std::size_t c = 0; c < f; ++c) {
-      const double v = d.x[i * f + c];
-      if (std::isnan(v)) {
-        stats[2 * f + c] += 1;
-      } else {
-        stats[c] += v;
-        stats[f + c] += 1;
-      }
-    }
-  comm.allreduce(comm::view(stats));
-  for (std::size_t c = 0; c < f; ++c)
-    if (stats[2 * f + c] > 0 && stats[f + c] == 0)
-      throw DataError(
-          cat(path, ": feature '", names[c], "' is missing on every row, cannot impute its mean"));
-  for (std::size_t i = 0; i < d.rows; ++i)
-    for (std::size_t c = 0; c < f; ++c)
-      if (std::isnan(d.x[i * f + c])) d.x[i * f + c] = stats[c] / stats[f + c];
-}
-
 }  // namespace
 
 LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvShardOptions& o) {
-  if (o.impute != "" && o.impute != "mean")
-    throw ConfigError(cat("impute = '", o.impute, "': expected \"\" (missing values are errors) ",
-                          "or \"mean\""));
   CsvHeader header;
   Columns columns;
   std::string text;
@@ -353,8 +331,12 @@ LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvS
         const auto where = [&] {
           return cat(path, ":", line_no, ": column ", c + 1, " (", names[c], ")");
         };
-        if (f[c].empty()) {
-          if (o.impute.empty()) throw DataError(cat(where(), ": missing value, expected a number"));
+        if (is_missing(f[c])) {
+          if (!o.missing_allowed)
+            throw DataError(cat(where(), ": missing value",
+                                f[c].empty() ? "" : cat(" '", f[c], "'"),
+                                ", expected a number; --impute mean|median fills missing values "
+                                "with the training column's statistic"));
           d.x.push_back(std::numeric_limits<double>::quiet_NaN());
           continue;
         }
@@ -375,7 +357,6 @@ LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvS
   });
   d.global_rows = static_cast<std::size_t>(
       allreduce_i64(comm, static_cast<std::int64_t>(d.rows), comm::ReduceOp::sum));
-  if (o.impute == "mean") impute_means(comm, path, d.feature_names, d);
   // Every rank read the same header: all have labels or none.
   if (columns.label) assign_labels(comm, labels, o.regression, d);
   return d;

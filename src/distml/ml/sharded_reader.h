@@ -31,7 +31,7 @@
 namespace distml::ml {
 
 /// How read_csv_shard reads a CSV file with a header row. Default: the label is the last
-/// column, class ids from integer or string labels, no imputation, delimiter ','.
+/// column, class ids from integer or string labels, missing values refused, delimiter ','.
 struct CsvShardOptions {
   std::string label_name;  // when set, wins over label_index
   int label_index = -1;    // 0-based; negative counts from the end (-1 = last column)
@@ -40,8 +40,9 @@ struct CsvShardOptions {
   /// the label is the column `label_name` if the file has one (else the rows are unlabelled);
   /// any other column is a DataError.
   std::vector<std::string> features;
-  bool regression = false;  // labels are real numbers, read into LocalData::targets
-  std::string impute;       // "": a missing feature is a DataError; "mean": the column's mean
+  bool regression = false;       // labels are real numbers, read into LocalData::targets
+  bool missing_allowed = false;  // a missing feature (empty, NA, NaN, ?) becomes NaN; else it
+                                 // is a DataError naming --impute
   char delimiter = ',';
 };
 
@@ -54,7 +55,7 @@ struct CsvShardOptions {
 /// double-quoted ("" inside is a quote) but not span lines; blank lines are skipped; CRLF endings
 /// are accepted. DataError naming the file, the 1-based line and the column (number and header
 /// name) for a missing or non-numeric feature, with the line for a wrong field count, and listing
-/// the header for an unknown label column. ConfigError for an unknown `o.impute`.
+/// the header for an unknown label column.
 LocalData read_csv_shard(const std::string& path, comm::Communicator& comm,
                          const CsvShardOptions& o = {});
 
