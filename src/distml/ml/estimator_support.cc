@@ -65,6 +65,16 @@ double global_accuracy(comm::Communicator& comm, const LocalData& data,
   return counts[0] / counts[1];
 }
 
+double sigmoid(double z) {
+  if (z >= 0) return 1 / (1 + std::exp(-z));
+  const double e = std::exp(z);
+  return e / (1 + e);
+}
+
+double logistic_loss(double margin) {
+  return std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
+}
+
 double log_sum_exp(const double* z, std::size_t n) {
   double m = -std::numeric_limits<double>::infinity();
   for (std::size_t k = 0; k < n; ++k) m = std::max(m, z[k]);

@@ -35,6 +35,12 @@ double global_accuracy(comm::Communicator& comm, const LocalData& data,
 /// log(sum_k exp(z[k])) without overflow; -inf entries contribute nothing.
 double log_sum_exp(const double* z, std::size_t n);
 
+/// 1 / (1 + exp(-z)), without overflow for either sign.
+double sigmoid(double z);
+/// The logistic loss of a margin m (the score signed by the label): log(1 + exp(-m)), written
+/// to neither overflow nor lose digits.
+double logistic_loss(double margin);
+
 /// Turns rows of n log-weights into probabilities in place (softmax per row).
 void normalize_log_proba(std::vector<double>& v, std::size_t n);
 

@@ -36,12 +36,6 @@ void validate(const GBDTOptions& o) {
   require_option(o.tol >= 0, kName, "tol", "non-negative");
 }
 
-double sigmoid(double z) {
-  if (z >= 0) return 1 / (1 + std::exp(-z));
-  const double e = std::exp(z);
-  return e / (1 + e);
-}
-
 // What is wrong with this rank's shard for `loss` (empty when nothing).
 std::string check_shard(const LocalData& d, const std::string& loss) {
   if (d.x.size() != d.rows * d.features)
@@ -70,8 +64,7 @@ class Loss {
   double row_loss(const LocalData& d, std::size_t i, const double* z) const {
     if (squared_) return 0.5 * (z[0] - d.targets[i]) * (z[0] - d.targets[i]);
     if (k_ == 1) {
-      const double margin = d.y[i] == 1 ? z[0] : -z[0];
-      return std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
+      return logistic_loss(d.y[i] == 1 ? z[0] : -z[0]);
     }
     return log_sum_exp(z, k_) - z[d.y[i]];
   }

@@ -19,10 +19,10 @@ struct LocalData {
   std::vector<double> targets;  // real-valued label per row (regression); empty otherwise
 
   // Agreed across ranks (collectively):
-  std::size_t global_rows = 0;           // sum of rows over ranks
-  std::int64_t num_classes = 0;          // classes over all shards
-  std::vector<std::string> class_names;  // class id i is class_names[i] (CSV, libsvm); empty:
-                                         // ids are the labels (IDX)
+  std::size_t global_rows = 0;             // sum of rows over ranks
+  std::int64_t num_classes = 0;            // classes over all shards
+  std::vector<std::string> class_names;    // class id i is class_names[i] (CSV, libsvm); empty:
+                                           // ids are the labels (IDX)
   std::vector<std::string> feature_names;  // from a CSV header; empty otherwise
   std::string label_name;                  // the CSV label column's name; empty otherwise
 

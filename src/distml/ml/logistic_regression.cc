@@ -43,19 +43,12 @@ struct Layout {
   bool penalised(std::size_t p) const { return !intercept || p % stride != features; }
 };
 
-double sigmoid(double z) {
-  if (z >= 0) return 1 / (1 + std::exp(-z));
-  const double e = std::exp(z);
-  return e / (1 + e);
-}
-
 // Loss of one row from its scores z[0..outputs), which become the residuals dloss/dz.
 double loss_and_residuals(double* z, std::int64_t y, std::size_t outputs) {
   if (outputs == 1) {
-    // log(1 + exp(-m)) with margin m = +-z, written to neither overflow nor lose digits.
-    const double margin = y == 1 ? z[0] : -z[0];
+    const double loss = logistic_loss(y == 1 ? z[0] : -z[0]);
     z[0] = sigmoid(z[0]) - (y == 1 ? 1.0 : 0.0);
-    return std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
+    return loss;
   }
   const double lse = log_sum_exp(z, outputs);
   const double loss = lse - z[y];
