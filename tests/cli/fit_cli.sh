@@ -2,7 +2,8 @@
 # `distml fit` / `distml predict` as users run them: a round trip through a model file, and
 # bad input with exit code 2. Usage: fit_cli.sh DISTML ENGINE NP [SCOPE]
 # SCOPE "engine" (the default) runs what depends on the engine (the round trips); "all" adds
-# the bad input, which is refused the same way whatever the engine.
+# the label, column and missing-value conventions and the bad input, which are the same
+# whatever the engine.
 set -uo pipefail
 distml=$1 engine=$2 np=$3 scope=${4:-engine}
 dir=$(mktemp -d)
@@ -25,6 +26,8 @@ expect 0 "score 1.0000 over 80 rows" "$distml" predict --model "$dir/m.json" --d
   fail "predictions file: $(head -n 3 "$dir/p.csv")"
 expect 0 '"inertia"' fit kmeans --data "$dir/train.csv" --label kind --set k=2 --json \
   --model-out "$dir/k.json"
+# What follows does not depend on the engine: labels, columns, missing values, probabilities.
+conventions() {
 # A model knows its columns by name: a file without the label column is predicted (not
 # scored), one with the columns in another order gives the same predictions.
 cut -d, -f1,2 "$dir/train.csv" >"$dir/unlabelled.csv"
@@ -100,6 +103,7 @@ assert d["score"] == 0.8 and d["estimator"] == "logistic_regression", d' "$out" 
   fail "predict done line: $out"
 [[ $(wc -l <"$dir/pm1_new_out.csv") -eq 11 ]] || fail "not every row predicted"
 expect 0 '"test_unseen_class_rows":2' fit logreg --data "$dir/pm1.csv" --test "$dir/pm1_new.csv" --json
+}
 
 bad_input() {
 printf 'x,y,kind\n1,2,low\n3,4\n' >"$dir/ragged.csv"
@@ -114,7 +118,10 @@ expect 2 'unknown option "k"' fit logreg --data "$dir/train.csv" --set k=3
 printf 'x,kind\n1,a\n9,b\n' >"$dir/tiny.csv"
 expect 0 '"rows":2' "$distml" fit nb --data "$dir/tiny.csv" --label kind --engine local --np 5 --json
 }
-if [[ $scope == all ]]; then bad_input; fi
+if [[ $scope == all ]]; then
+  conventions
+  bad_input
+fi
 
 # Regression: a real-valued label, y = 3x + 1 exactly; GBDT with squared error recovers it
 # closely (R^2 near 1) and predict writes values, not class ids.
