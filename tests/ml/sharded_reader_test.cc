@@ -48,11 +48,13 @@ std::vector<std::string> errors_per_rank(int world, Fn fn) {
 // All ranks' rows in rank order, with rank 0's agreed fields.
 LocalData concat(const std::vector<LocalData>& shards) {
   LocalData all = shards.at(0);
+  all.sparse.reset();
   all.rows = 0;
   all.x.clear();
   all.y.clear();
   all.targets.clear();
-  for (const LocalData& s : shards) {
+  for (const LocalData& sharded : shards) {
+    const LocalData s = densified(sharded, "concat");
     EXPECT_EQ(s.features, all.features);
     EXPECT_EQ(s.global_rows, all.global_rows);
     EXPECT_EQ(s.num_classes, all.num_classes);
@@ -368,10 +370,58 @@ TEST(ReadLibsvmShard, MatchesADenseExpectation) {
       per_rank(2, [&](comm::Communicator& c) { return read_libsvm_shard(path, c, wide); });
   EXPECT_EQ(shards[0].features, 6u);
   const auto bad = dir.write("bad.libsvm", "1 1:2\n0 0:1\n1 x:2\n");
+  const auto zero = dir.write("zero.libsvm", "1 1:2\n0 0:1\n");
+  LibsvmShardOptions one_based;
+  one_based.index_base = 1;
   for (int world : kWorlds) {
-    const auto errors =
-        errors_per_rank(world, [&](comm::Communicator& c) { read_libsvm_shard(bad, c); });
-    for (const std::string& e : errors) EXPECT_EQ(e.substr(0, bad.size() + 4), bad + ":2: ") << e;
+    for (const std::string& e :
+         errors_per_rank(world, [&](comm::Communicator& c) { read_libsvm_shard(bad, c); }))
+      EXPECT_EQ(e.substr(0, bad.size() + 4), bad + ":3: ") << e;
+    for (const std::string& e : errors_per_rank(
+             world, [&](comm::Communicator& c) { read_libsvm_shard(zero, c, one_based); }))
+      EXPECT_NE(e.find(":2: feature index 0 in a file whose indices start at 1"), std::string::npos)
+          << e;
+  }
+}
+
+TEST(ReadLibsvmShard, RowsStaySparseWithEitherIndexBaseAndQid) {
+  TempDir dir;
+  // XGBoost's conventions: a file with an index 0 is 0-based; qid tags group rows (skipped).
+  const auto zero = dir.write("z.libsvm", "1 qid:3 0:1.5 2:2\n-1 qid:3 1:4\n+1 qid:4\n");
+  const auto one = dir.write("o.libsvm", "1 qid:3 1:1.5 3:2\n-1 qid:3 2:4\n+1 qid:4\n");
+  for (int world : kWorlds) {
+    SCOPED_TRACE(world);
+    for (const auto& [path, base] : {std::pair{zero, 0}, std::pair{one, 1}}) {
+      const auto shards =
+          per_rank(world, [&](comm::Communicator& c) { return read_libsvm_shard(path, c); });
+      std::size_t stored = 0;
+      for (const LocalData& s : shards) {
+        ASSERT_TRUE(s.sparse.has_value());
+        EXPECT_TRUE(s.x.empty());
+        EXPECT_EQ(shape_problem(s, "shard"), "");
+        EXPECT_EQ(s.libsvm_index_base, base);
+        stored += s.stored();
+      }
+      EXPECT_EQ(stored, 3u);
+      const LocalData all = concat(shards);
+      EXPECT_EQ(all.features, 3u);
+      EXPECT_EQ(all.x, (std::vector<double>{1.5, 0, 2, 0, 4, 0, 0, 0, 0}));
+      EXPECT_EQ(all.class_names, (std::vector<std::string>{"-1", "1"}));
+      EXPECT_EQ(all.y, (std::vector<std::int64_t>{1, 0, 1}));
+    }
+  }
+  // A repeated index and an index past a model's features are errors naming the line.
+  const auto twice = dir.write("t.libsvm", "1 1:1\n0 2:1 2:3\n");
+  LibsvmShardOptions narrow;
+  narrow.features = 1;
+  for (int world : kWorlds) {
+    for (const std::string& e :
+         errors_per_rank(world, [&](comm::Communicator& c) { read_libsvm_shard(twice, c); }))
+      EXPECT_NE(e.find("t.libsvm:2: feature index 2 appears twice"), std::string::npos) << e;
+    for (const std::string& e : errors_per_rank(
+             world, [&](comm::Communicator& c) { read_libsvm_shard(twice, c, narrow); }))
+      EXPECT_NE(e.find("t.libsvm:2: feature index 2 is beyond the 1 features"), std::string::npos)
+          << e;
   }
 }
 

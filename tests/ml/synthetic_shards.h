@@ -42,12 +42,25 @@ inline LocalData make_blobs(std::size_t rows, std::size_t features, std::int64_t
 /// Rank `rank`'s block of `all` when cut into `parts` contiguous row ranges.
 inline LocalData shard(const LocalData& all, int parts, int rank) {
   const auto b = comm::block_range(all.rows, parts, rank);
-  LocalData d = all;
-  d.rows = b.size();
-  d.x.assign(all.x.begin() + b.begin * all.features, all.x.begin() + b.end * all.features);
-  if (!all.y.empty()) d.y.assign(all.y.begin() + b.begin, all.y.begin() + b.end);
-  if (!all.targets.empty())
-    d.targets.assign(all.targets.begin() + b.begin, all.targets.begin() + b.end);
+  LocalData d = empty_like(all);
+  d.global_rows = all.global_rows;
+  for (std::size_t i = b.begin; i < b.end; ++i) append_row(d, all, i);
+  return d;
+}
+
+/// `dense` as sparse rows: every entry that is not 0 stored.
+inline LocalData sparsified(const LocalData& dense) {
+  LocalData d = dense;
+  d.x.clear();
+  SparseRows& s = d.sparse.emplace();
+  for (std::size_t i = 0; i < dense.rows; ++i) {
+    for (std::size_t j = 0; j < dense.features; ++j)
+      if (const double v = dense.row(i)[j]; v != 0) {
+        s.columns.push_back(static_cast<std::uint32_t>(j));
+        s.values.push_back(v);
+      }
+    s.row_start.push_back(s.values.size());
+  }
   return d;
 }
 

@@ -1,4 +1,4 @@
-// `distml fit` and `distml predict`: the classical estimators on row-sharded data.
+// `distml fit`: a classical estimator fitted on row-sharded data.
 #pragma once
 
 namespace CLI {
@@ -7,7 +7,7 @@ class App;
 
 namespace distml::cli {
 
-/// Adds the `fit` and `predict` subcommands; argc/argv are kept for the --np relaunch.
-void add_fit_commands(CLI::App& app, int argc, char** argv);
+/// Adds the `fit` subcommand; argc/argv are kept for the --np relaunch.
+void add_fit_command(CLI::App& app, int argc, char** argv);
 
 }  // namespace distml::cli

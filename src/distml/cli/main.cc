@@ -7,6 +7,7 @@
 #include "distml/core/error.h"
 #include "distml/core/version.h"
 #include "fit.h"
+#include "predict.h"
 #include "launch.h"
 #include "plan.h"
 #include "rl.h"
@@ -30,7 +31,8 @@ int main(int argc, char** argv) {
   distml::cli::add_bench_command(app, argc, argv);
   distml::cli::add_train_command(app, argc, argv);
   distml::cli::add_plan_command(app, argc, argv);
-  distml::cli::add_fit_commands(app, argc, argv);
+  distml::cli::add_fit_command(app, argc, argv);
+  distml::cli::add_predict_command(app, argc, argv);
   distml::cli::add_rl_command(app, argc, argv);
   try {
     app.parse(argc, argv);

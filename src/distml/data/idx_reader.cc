@@ -68,15 +68,6 @@ class ByteSource {
     return total;
   }
 
-  // Reads exactly n bytes or throws naming `what` was expected at which offset.
-  void read_exact(void* dst, std::size_t n, const char* what) {
-    const std::size_t start = offset_;
-    const std::size_t got = read(dst, n);
-    if (got != n)
-      throw DataError(cat(path_, ": truncated at offset ", start + got, where(), ": expected ", n,
-                          " bytes of ", what, " from offset ", start, ", got ", got));
-  }
-
   std::size_t offset() const { return offset_; }
   const char* where() const { return gzip_ ? " (decompressed)" : ""; }
 
@@ -154,34 +145,52 @@ std::size_t IdxArray::size() const {
   return n;
 }
 
-IdxArray read_idx(const std::string& path) {
-  ByteSource in(path);
+IdxHeader read_idx_header(const std::function<std::size_t(void*, std::size_t)>& read,
+                          const std::string& path, std::string_view where) {
   unsigned char magic[4];
-  const std::size_t got = in.read(magic, 4);
+  const std::size_t got = read(magic, 4);
   if (got < 4)
-    throw DataError(cat(path, ": truncated at offset ", got, in.where(),
-                        ": expected a 4-byte IDX magic number"));
+    throw DataError(
+        cat(path, ": truncated at offset ", got, where, ": expected a 4-byte IDX magic number"));
+  if (magic[0] == 0x1f && magic[1] == 0x8b)
+    throw DataError(cat(path,
+                        ": gzip-compressed; reading a shard seeks to the rank's rows and needs ",
+                        "a raw IDX file (decompress it first, e.g. gunzip -k)"));
   if (magic[0] != 0 || magic[1] != 0 || !valid_type(magic[2]) || magic[3] == 0) {
     char hex[16];
     std::snprintf(hex, sizeof hex, "%02x %02x %02x %02x", magic[0], magic[1], magic[2], magic[3]);
     throw DataError(cat(path, ": bad IDX magic number at offset 0: got ", hex,
                         ", expected 00 00 <type 08/09/0b/0c/0d/0e> <rank >= 1>"));
   }
-  IdxArray a;
-  a.type = static_cast<IdxType>(magic[2]);
+  IdxHeader h;
+  h.type = static_cast<IdxType>(magic[2]);
+  h.element_bytes = element_bytes(h.type);
   const int rank = magic[3];
   std::vector<unsigned char> dim_bytes(4 * static_cast<std::size_t>(rank));
-  in.read_exact(dim_bytes.data(), dim_bytes.size(), "dimensions");
-  const std::size_t width = element_bytes(a.type);
-  std::size_t count = 1;
+  const std::size_t dims_got = read(dim_bytes.data(), dim_bytes.size());
+  if (dims_got != dim_bytes.size())
+    throw DataError(cat(path, ": truncated at offset ", 4 + dims_got, where, ": expected ",
+                        dim_bytes.size(), " bytes of dimensions from offset 4, got ", dims_got));
   for (int i = 0; i < rank; ++i) {
     const auto d = static_cast<std::size_t>(big_endian(&dim_bytes[4 * i], 4));
-    a.dims.push_back(d);
-    if (d != 0 && count > std::numeric_limits<std::size_t>::max() / width / d)
+    h.dims.push_back(d);
+    if (d != 0 && h.count > std::numeric_limits<std::size_t>::max() / h.element_bytes / d)
       throw DataError(cat(path, ": dimension ", i, " at offset ", 4 + 4 * i, " (", d,
                           ") makes the array too large to address"));
-    count *= d;
+    h.count *= d;
   }
+  h.data_offset = 4 + dim_bytes.size();
+  return h;
+}
+
+IdxArray read_idx(const std::string& path) {
+  ByteSource in(path);
+  const IdxHeader h =
+      read_idx_header([&](void* dst, std::size_t n) { return in.read(dst, n); }, path, in.where());
+  IdxArray a;
+  a.type = h.type;
+  a.dims = h.dims;
+  const std::size_t width = h.element_bytes, count = h.count;
   // Read in chunks so that a corrupt header claiming terabytes fails on the short read,
   // not on an allocation of the claimed size.
   std::vector<unsigned char> raw;

@@ -5,7 +5,9 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "distml/data/dataset.h"
@@ -36,6 +38,22 @@ struct IdxArray {
   /// Number of elements: the product of dims.
   std::size_t size() const;
 };
+
+/// An IDX file's header: element type, dimensions, and where the elements start.
+struct IdxHeader {
+  IdxType type = IdxType::kU8;
+  std::vector<std::size_t> dims;
+  std::size_t element_bytes = 1;
+  std::size_t count = 1;          // the product of dims
+  std::uint64_t data_offset = 0;  // 4 + 4 * rank
+};
+
+/// Reads and checks the header through `read(dst, n)`, which returns the bytes it delivered
+/// (fewer only at the end of the file). DataError naming `path` and the offset (followed by
+/// `where`, e.g. " (decompressed)") on a bad magic number, a truncated header or a size too
+/// large to address.
+IdxHeader read_idx_header(const std::function<std::size_t(void*, std::size_t)>& read,
+                          const std::string& path, std::string_view where = "");
 
 /// Reads an IDX file; gzip is detected from its magic bytes (1f 8b). Throws DataError naming
 /// the file and the offset (in the decompressed stream for gzip) on a bad magic number, a

@@ -10,13 +10,19 @@
 namespace distml::ml {
 namespace {
 
+// What an estimator can do beyond the interface's common part.
+struct Traits {
+  bool supervised = true;  // fit needs labels
+  bool sparse = false;     // fit and predict take sparse rows
+};
+
 // Wraps an estimator class with options of type Options and a set_option(Options&, key, value).
 template <class Model, class Options>
 class Adapter final : public Estimator {
  public:
-  Adapter(std::string name, bool supervised) : name_(std::move(name)), supervised_(supervised) {}
-  Adapter(std::string name, bool supervised, Model model)
-      : name_(std::move(name)), supervised_(supervised), model_(std::move(model)) {}
+  Adapter(std::string name, Traits traits) : name_(std::move(name)), traits_(traits) {}
+  Adapter(std::string name, Traits traits, Model model)
+      : name_(std::move(name)), traits_(traits), model_(std::move(model)) {}
 
   void set(const std::string& key, const std::string& value) override {
     set_option(options_, key, value);
@@ -49,7 +55,8 @@ class Adapter final : public Estimator {
   double score(const LocalData& data, comm::Communicator& comm) const override {
     return model_.score(data, comm);
   }
-  bool supervised() const override { return supervised_; }
+  bool supervised() const override { return traits_.supervised; }
+  bool takes_sparse() const override { return traits_.sparse; }
   int iterations() const override {
     if constexpr (requires { model_.iterations(); })
       return model_.iterations();
@@ -62,7 +69,7 @@ class Adapter final : public Estimator {
 
  private:
   std::string name_;
-  bool supervised_;
+  Traits traits_;
   Options options_;
   Model model_{options_};
 };
@@ -75,22 +82,23 @@ struct Entry {
 };
 
 template <class Model, class Options>
-Entry entry(const std::string& name, const std::string& json_name, bool supervised) {
-  return {name, json_name,
-          [=] { return std::make_unique<Adapter<Model, Options>>(name, supervised); },
+Entry entry(const std::string& name, const std::string& json_name, Traits traits) {
+  return {name, json_name, [=] { return std::make_unique<Adapter<Model, Options>>(name, traits); },
           [=](const nlohmann::json& j) {
-            return std::make_unique<Adapter<Model, Options>>(name, supervised, Model::from_json(j));
+            return std::make_unique<Adapter<Model, Options>>(name, traits, Model::from_json(j));
           }};
 }
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      entry<KMeans, KMeansOptions>("kmeans", "kmeans", false),
-      entry<LogisticRegression, LogisticRegressionOptions>("logreg", "logistic_regression", true),
-      entry<LinearSVC, LinearSVCOptions>("svm", "linear_svc", true),
-      entry<GaussianNB, GaussianNBOptions>("nb", "gaussian_nb", true),
-      entry<MultinomialNB, MultinomialNBOptions>("multinomial_nb", "multinomial_nb", true),
-      entry<GBDT, GBDTOptions>("gbdt", "gbdt", true),
+      entry<KMeans, KMeansOptions>("kmeans", "kmeans", {.supervised = false}),
+      entry<LogisticRegression, LogisticRegressionOptions>("logreg", "logistic_regression",
+                                                           {.sparse = true}),
+      entry<LinearSVC, LinearSVCOptions>("svm", "linear_svc", {.sparse = true}),
+      entry<GaussianNB, GaussianNBOptions>("nb", "gaussian_nb", {}),
+      entry<MultinomialNB, MultinomialNBOptions>("multinomial_nb", "multinomial_nb",
+                                                 {.sparse = true}),
+      entry<GBDT, GBDTOptions>("gbdt", "gbdt", {.sparse = true}),
   };
   return entries;
 }

@@ -38,6 +38,9 @@ class Estimator {
   virtual double score(const LocalData& data, comm::Communicator& comm) const = 0;
   /// Whether fit needs labels (k-means does not).
   virtual bool supervised() const { return true; }
+  /// Whether fit and predict take sparse rows (LocalData::sparse) as they are; the others need
+  /// them densified() first.
+  virtual bool takes_sparse() const { return false; }
   /// Iterations (or boosting rounds) the last fit took.
   virtual int iterations() const = 0;
   /// The fitted model, with "estimator" naming it, for save_model_file.

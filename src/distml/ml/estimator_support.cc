@@ -15,9 +15,7 @@ void allreduce_sum(comm::Communicator& comm, std::vector<double>& v) {
 }
 
 std::string check_classification_shard(const LocalData& data, std::string_view who) {
-  if (data.x.size() != data.rows * data.features)
-    return cat(who, ": x holds ", data.x.size(), " values for ", data.rows, " rows of ",
-               data.features, " features");
+  if (std::string shape = shape_problem(data, who); !shape.empty()) return shape;
   if (data.y.size() != data.rows)
     return cat(who, ": needs a class id per row; y holds ", data.y.size(), " for ", data.rows,
                " rows");
@@ -97,17 +95,10 @@ std::int64_t argmax(const double* z, std::size_t n) {
 
 std::vector<double> linear_decision(const LocalData& data, const std::vector<double>& coef,
                                     const std::vector<double>& intercept, std::size_t outputs) {
-  const std::size_t f = data.features;
   std::vector<double> z(data.rows * outputs);
-  for (std::size_t i = 0; i < data.rows; ++i) {
-    const double* x = data.row(i);
-    for (std::size_t m = 0; m < outputs; ++m) {
-      const double* w = coef.data() + m * f;
-      double s = intercept[m];
-      for (std::size_t j = 0; j < f; ++j) s += w[j] * x[j];
-      z[i * outputs + m] = s;
-    }
-  }
+  for (std::size_t i = 0; i < data.rows; ++i)
+    for (std::size_t m = 0; m < outputs; ++m)
+      z[i * outputs + m] = intercept[m] + data.dot(i, coef.data() + m * data.features);
   return z;
 }
 
@@ -115,9 +106,12 @@ void check_feature_count(const LocalData& data, std::size_t features, std::strin
   if (data.features != features)
     throw DataError(cat(who, ": the model was fitted on ", features, " features, the data has ",
                         data.features));
-  if (data.x.size() != data.rows * data.features)
-    throw DataError(cat(who, ": x holds ", data.x.size(), " values for ", data.rows, " rows of ",
-                        data.features, " features"));
+  if (std::string shape = shape_problem(data, who); !shape.empty()) throw DataError(shape);
+}
+
+std::string dense_problem(const LocalData& data, std::string_view who) {
+  if (!data.sparse) return {};
+  return cat(who, ": needs dense rows (densify sparse ones first, as distml fit does)");
 }
 
 double parse_double_option(std::string_view key, std::string_view value) {

@@ -51,7 +51,11 @@ std::int64_t argmax(const double* z, std::size_t n);
 std::vector<double> linear_decision(const LocalData& data, const std::vector<double>& coef,
                                     const std::vector<double>& intercept, std::size_t outputs);
 
-/// DataError unless `data.features == features` (for a fitted model called `who`).
+/// What keeps an estimator called `who` that needs dense rows from `data` (empty: nothing).
+std::string dense_problem(const LocalData& data, std::string_view who);
+
+/// DataError unless `data.features == features` (for a fitted model called `who`) and the rows
+/// hold that many.
 void check_feature_count(const LocalData& data, std::size_t features, std::string_view who);
 
 // Options by name: the value as text, as it comes from the command line or config.

@@ -38,13 +38,15 @@ void validate(const GBDTOptions& o) {
 
 // What is wrong with this rank's shard for `loss` (empty when nothing).
 std::string check_shard(const LocalData& d, const std::string& loss) {
-  if (d.x.size() != d.rows * d.features)
-    return cat(kName, ": x holds ", d.x.size(), " values for ", d.rows, " rows of ", d.features,
-               " features");
-  for (std::size_t i = 0; i < d.x.size(); ++i)
-    if (!std::isfinite(d.x[i]))
-      return cat(kName, ": row ", i / d.features, " feature ", i % d.features,
-                 " is not finite (missing values are not supported)");
+  if (std::string shape = shape_problem(d, kName); !shape.empty()) return shape;
+  std::string error;
+  for (std::size_t i = 0; i < d.rows && error.empty(); ++i)
+    d.for_each_entry(i, [&](std::size_t j, double v) {
+      if (error.empty() && !std::isfinite(v))
+        error = cat(kName, ": row ", i, " feature ", j,
+                    " is not finite (missing values are not supported)");
+    });
+  if (!error.empty()) return error;
   if (loss == "log_loss") return check_classification_shard(d, kName);
   if (d.targets.size() != d.rows)
     return cat(kName, ": loss squared_error needs a real-valued target per row; targets holds ",
@@ -262,7 +264,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
   };
   if (options_.early_stopping) record_validation_loss();
 
-  std::vector<double> g, h;
+  std::vector<double> g, h, row;
   const double n = static_cast<double>(fit_rows.global_rows);
   const std::size_t rows = fit_rows.rows;
   for (int round = 0; round < options_.max_iter; ++round) {
@@ -273,7 +275,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
       round_for_exact_sums(comm, hk, n);
       trees_.push_back(grower.grow(gk, hk, comm, raw.data() + k, outputs));
       for (std::size_t i = 0; i < validation.rows; ++i)
-        raw_validation[i * outputs + k] += trees_.back().predict(validation.row(i));
+        raw_validation[i * outputs + k] += trees_.back().predict(validation.dense_row(i, row));
     }
     ++iterations_;
     if (!options_.early_stopping) continue;
@@ -290,9 +292,9 @@ std::vector<double> GBDT::decision_function(const LocalData& data) const {
   check_fitted("decision_function");
   check_feature_count(data, features_, kName);
   const std::size_t k = outputs();
-  std::vector<double> z(data.rows * k);
+  std::vector<double> z(data.rows * k), scratch;
   for (std::size_t i = 0; i < data.rows; ++i) {
-    const double* x = data.row(i);
+    const double* x = data.dense_row(i, scratch);
     for (std::size_t m = 0; m < k; ++m) z[i * k + m] = baseline_[m];
     for (std::size_t t = 0; t < trees_.size(); ++t) z[i * k + t % k] += trees_[t].predict(x);
   }

@@ -65,12 +65,24 @@ FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communic
   const std::size_t capacity = 4 * static_cast<std::size_t>(max_bins);
   const std::size_t f_count = data.features;
 
+  // Sparse rows' stored values by feature (the rest of each column is zeros).
+  std::vector<std::vector<double>> stored;
+  if (data.sparse) {
+    stored.resize(f_count);
+    for (std::size_t p = 0; p < data.sparse->values.size(); ++p)
+      stored[data.sparse->columns[p]].push_back(data.sparse->values[p]);
+  }
   // Payload per feature: [points, exact, value, weight, value, weight, ...].
   std::vector<double> mine;
   std::vector<double> column(data.rows);
   std::vector<WeightedValue> summary;
   for (std::size_t f = 0; f < f_count; ++f) {
-    for (std::size_t i = 0; i < data.rows; ++i) column[i] = data.x[i * f_count + f];
+    if (data.sparse) {
+      std::fill(std::copy(stored[f].begin(), stored[f].end(), column.begin()), column.end(), 0.0);
+      std::vector<double>().swap(stored[f]);
+    } else {
+      for (std::size_t i = 0; i < data.rows; ++i) column[i] = data.x[i * f_count + f];
+    }
     std::sort(column.begin(), column.end());
     const bool exact = summarize(column, capacity, summary);
     mine.push_back(static_cast<double>(summary.size()));
@@ -128,10 +140,20 @@ std::uint8_t FeatureBins::bin(std::size_t f, double x) const {
 
 std::vector<std::uint8_t> FeatureBins::bin_rows(const LocalData& data) const {
   DML_CHECK_EQ(data.features, features(), "features of the binned rows");
-  std::vector<std::uint8_t> out(data.rows * data.features);
+  const std::size_t f_count = data.features;
+  std::vector<std::uint8_t> out(data.rows * f_count);
+  if (data.sparse) {  // the bin of 0 everywhere, then the stored entries'
+    for (std::size_t f = 0; f < f_count; ++f) {
+      const std::uint8_t zero = bin(f, 0.0);
+      for (std::size_t i = 0; i < data.rows; ++i) out[i * f_count + f] = zero;
+    }
+    for (std::size_t i = 0; i < data.rows; ++i)
+      data.for_each_entry(i, [&](std::size_t f, double v) { out[i * f_count + f] = bin(f, v); });
+    return out;
+  }
   for (std::size_t i = 0; i < data.rows; ++i)
-    for (std::size_t f = 0; f < data.features; ++f)
-      out[i * data.features + f] = bin(f, data.x[i * data.features + f]);
+    for (std::size_t f = 0; f < f_count; ++f)
+      out[i * f_count + f] = bin(f, data.x[i * f_count + f]);
   return out;
 }
 

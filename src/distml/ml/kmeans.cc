@@ -153,6 +153,7 @@ namespace {
 // Collective checks shared by both fit overloads; returns the agreed layout.
 ShardLayout check_fit_input(const LocalData& data, const KMeansOptions& o,
                             comm::Communicator& comm) {
+  throw_if_any_rank_failed(comm, dense_problem(data, kWho));
   ShardLayout layout = ShardLayout::gather(data, comm);
   if (data.features == 0) throw DataError(cat(kWho, ": the data has no features"));
   if (static_cast<std::size_t>(o.k) > layout.global_rows())
@@ -256,12 +257,13 @@ KMeans::Run KMeans::run_lloyd(const LocalData& data, const ShardLayout& layout,
 }
 
 void KMeans::check_fitted(const char* what) const {
-  DML_CHECK(fitted(), "KMeans::", what, " before fit or from_json");
+  if (!fitted()) throw DataError(cat(kWho, ": ", what, " before fit"));
 }
 
 std::vector<std::int64_t> KMeans::predict(const LocalData& data) const {
   check_fitted("predict");
   check_feature_count(data, features_, kWho);
+  if (std::string dense = dense_problem(data, kWho); !dense.empty()) throw DataError(dense);
   std::vector<std::int64_t> labels(data.rows);
   std::vector<double> dist2(data.rows);
   if (data.rows > 0)

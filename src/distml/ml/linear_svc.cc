@@ -56,15 +56,13 @@ double add_loss_gradient(const LocalData& d, const LinearSVCOptions& o, std::int
   double loss = 0;
   for (std::size_t r = 0; r < n; ++r) {
     const std::size_t i = all ? r : rows[r];
-    const double* x = d.row(i);
-    double z = w_bias * bias;
-    for (std::size_t j = 0; j < f; ++j) z += w[j] * x[j];
+    const double z = w_bias * bias + d.dot(i, w);
     const double s = d.y[i] == positive ? 1.0 : -1.0;
     const double slack = 1 - s * z;
     if (slack <= 0) continue;
     loss += squared ? slack * slack : slack;
     const double dz = squared ? -2 * s * slack : -s;
-    for (std::size_t j = 0; j < f; ++j) grad[j] += dz * x[j];
+    d.add_scaled(i, dz, grad);
     if (o.fit_intercept) grad[f] += dz * bias;
   }
   return loss;

@@ -60,11 +60,31 @@ double loss_and_residuals(double* z, std::int64_t y, std::size_t outputs) {
 // Rows per GEMM block: their scores and residuals stay in cache between the two products.
 constexpr std::size_t kRowBlock = 256;
 
+// add_loss_gradient for sparse rows: a row's scores and gradient touch its stored entries only.
+double add_sparse_loss_gradient(const LocalData& d, const Layout& l, const std::vector<double>& w,
+                                double* grad, std::span<const std::size_t> rows, bool all) {
+  const std::size_t n = all ? d.rows : rows.size(), k = l.outputs, f = l.features;
+  std::vector<double> z(k);
+  double loss = 0;
+  for (std::size_t r = 0; r < n; ++r) {
+    const std::size_t i = all ? r : rows[r];
+    for (std::size_t m = 0; m < k; ++m)
+      z[m] = (l.intercept ? w[m * l.stride + f] : 0.0) + d.dot(i, w.data() + m * l.stride);
+    loss += loss_and_residuals(z.data(), d.y[i], k);
+    for (std::size_t m = 0; m < k; ++m) {
+      d.add_scaled(i, z[m], grad + m * l.stride);
+      if (l.intercept) grad[m * l.stride + f] += z[m];
+    }
+  }
+  return loss;
+}
+
 // Adds the summed loss gradient of local rows (all of them when `all`, else `rows`) to
-// grad[0..layout.size()) and returns their summed loss. Scores Z = X W^T and the gradient
-// R^T X are BLAS products over blocks of consecutive rows.
+// grad[0..layout.size()) and returns their summed loss. For dense rows, scores Z = X W^T and
+// the gradient R^T X are BLAS products over blocks of consecutive rows.
 double add_loss_gradient(const LocalData& d, const Layout& l, const std::vector<double>& w,
                          double* grad, std::span<const std::size_t> rows, bool all) {
+  if (d.sparse) return add_sparse_loss_gradient(d, l, w, grad, rows, all);
   use_one_blas_thread();
   const std::size_t n = all ? d.rows : rows.size(), k = l.outputs, f = l.features;
   std::vector<double> gathered, z(kRowBlock * k);

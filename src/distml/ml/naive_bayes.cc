@@ -74,7 +74,9 @@ GaussianNB::GaussianNB(GaussianNBOptions options) : options_(options) { validate
 
 void GaussianNB::fit(const LocalData& data, comm::Communicator& comm) {
   validate(options_);
-  throw_if_any_rank_failed(comm, check_classification_shard(data, kGaussian));
+  std::string error = check_classification_shard(data, kGaussian);
+  if (error.empty()) error = dense_problem(data, kGaussian);
+  throw_if_any_rank_failed(comm, error);
   check_shards_agree(comm, data, kGaussian);
   const auto k = static_cast<std::size_t>(data.num_classes);
   const std::size_t f = data.features;
@@ -129,6 +131,7 @@ void GaussianNB::fit(const LocalData& data, comm::Communicator& comm) {
 std::vector<double> GaussianNB::joint_log_likelihood(const LocalData& data) const {
   check_fitted(num_classes_, kGaussian, "predict");
   check_feature_count(data, features_, kGaussian);
+  if (std::string dense = dense_problem(data, kGaussian); !dense.empty()) throw DataError(dense);
   const auto k = static_cast<std::size_t>(num_classes_);
   const std::size_t f = features_;
   std::vector<double> base(k);  // log prior - 0.5 * sum_j log(2 pi var)
@@ -221,10 +224,12 @@ MultinomialNB::MultinomialNB(MultinomialNBOptions options) : options_(options) {
 void MultinomialNB::fit(const LocalData& data, comm::Communicator& comm) {
   validate(options_);
   std::string error = check_classification_shard(data, kMultinomial);
-  for (std::size_t v = 0; error.empty() && v < data.x.size(); ++v)
-    if (!(data.x[v] >= 0))
-      error = cat(kMultinomial, ": features must be non-negative; row ", v / data.features,
-                  " of this rank has ", data.x[v], " in feature ", v % data.features);
+  for (std::size_t i = 0; error.empty() && i < data.rows; ++i)
+    data.for_each_entry(i, [&](std::size_t j, double v) {
+      if (error.empty() && !(v >= 0))
+        error = cat(kMultinomial, ": features must be non-negative; row ", i, " of this rank has ",
+                    v, " in feature ", j);
+    });
   throw_if_any_rank_failed(comm, error);
   check_shards_agree(comm, data, kMultinomial);
   const auto k = static_cast<std::size_t>(data.num_classes);
@@ -233,9 +238,8 @@ void MultinomialNB::fit(const LocalData& data, comm::Communicator& comm) {
   std::vector<double> stats(k + k * f, 0.0);  // [counts | K x F feature sums]
   for (std::size_t i = 0; i < data.rows; ++i) {
     const auto c = static_cast<std::size_t>(data.y[i]);
-    const double* x = data.row(i);
     stats[c] += 1;
-    for (std::size_t j = 0; j < f; ++j) stats[k + c * f + j] += x[j];
+    data.add_scaled(i, 1.0, stats.data() + k + c * f);
   }
   allreduce_sum(comm, stats);
   class_count_.assign(stats.begin(), stats.begin() + k);

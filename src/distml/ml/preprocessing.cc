@@ -85,21 +85,9 @@ std::pair<LocalData, LocalData> train_test_split(const LocalData& d, double test
     throw ConfigError(cat("test_fraction = ", test_fraction, ": expected a number in [0, 1]"));
   const auto offset =
       static_cast<std::uint64_t>(exclusive_prefix(comm, static_cast<std::int64_t>(d.rows)));
-  std::pair<LocalData, LocalData> halves;
-  for (LocalData* h : {&halves.first, &halves.second}) {
-    h->features = d.features;
-    h->num_classes = d.num_classes;
-    h->class_names = d.class_names;
-    h->feature_names = d.feature_names;
-    h->label_name = d.label_name;
-  }
-  for (std::size_t i = 0; i < d.rows; ++i) {
-    LocalData& h = in_test_split(offset + i, test_fraction, seed) ? halves.second : halves.first;
-    h.x.insert(h.x.end(), d.row(i), d.row(i) + d.features);
-    if (!d.y.empty()) h.y.push_back(d.y[i]);
-    if (!d.targets.empty()) h.targets.push_back(d.targets[i]);
-    ++h.rows;
-  }
+  std::pair<LocalData, LocalData> halves(empty_like(d), empty_like(d));
+  for (std::size_t i = 0; i < d.rows; ++i)
+    append_row(in_test_split(offset + i, test_fraction, seed) ? halves.second : halves.first, d, i);
   std::vector<std::int64_t> rows = {static_cast<std::int64_t>(halves.first.rows),
                                     static_cast<std::int64_t>(halves.second.rows)};
   comm.allreduce(comm::view(rows));

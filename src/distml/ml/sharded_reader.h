@@ -62,13 +62,18 @@ LocalData read_csv_shard(const std::string& path, comm::Communicator& comm,
 /// How read_libsvm_shard reads a libsvm file.
 struct LibsvmShardOptions {
   bool regression = false;   // labels are real numbers, read into LocalData::targets
-  std::size_t features = 0;  // 0: the largest index over all ranks; else fixed (e.g. to read
-                             // a test file like its training file); a larger index is an error
+  std::size_t features = 0;  // 0: from the largest index over all ranks; else fixed (e.g. to
+                             // read a test file like its training file); a larger index is an
+                             // error
+  int index_base = -1;       // the first feature's index: 0, 1, or -1 to guess as XGBoost does
+                             // (0 when any index in the file is 0, else 1)
 };
 
-/// Reads this rank's rows of a libsvm file: lines "label idx:val idx:val ..." with 1-based
-/// indices, '#' starting a comment, into dense float64 rows (absent entries are 0). Labels as
-/// for read_csv_shard. DataError naming the file and line for a bad token.
+/// Reads this rank's rows of a LibSVM (SVMlight) file into sparse rows (LocalData::sparse):
+/// lines "label [qid:q] idx:val idx:val ...", '#' starting a comment; absent entries are 0,
+/// and a qid is skipped. The base the indices start from is in LocalData::libsvm_index_base.
+/// Labels as for read_csv_shard. DataError naming the file and line for a bad token, an index
+/// out of range or given twice.
 LocalData read_libsvm_shard(const std::string& path, comm::Communicator& comm,
                             const LibsvmShardOptions& o = {});
 
