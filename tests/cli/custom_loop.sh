@@ -10,7 +10,9 @@ build=$(cd "$1" && pwd) source=$(cd "$2" && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cmake --install "$build" --prefix "$dir/prefix" >/dev/null
-cmake -S "$source/examples/custom_loop" -B "$dir/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+# No build type (no optimisation): a quarter faster to compile, and the training's time is
+# libtorch's and distml's, which are built already.
+cmake -S "$source/examples/custom_loop" -B "$dir/build" -G Ninja \
   -DCMAKE_PREFIX_PATH="$dir/prefix" >"$dir/configure.log" 2>&1 || { cat "$dir/configure.log"; exit 1; }
 cmake --build "$dir/build" >"$dir/build.log" 2>&1 || { cat "$dir/build.log"; exit 1; }
 for engine in mpi gloo; do

@@ -42,7 +42,7 @@ cmp -s "$dir/p.csv" "$dir/p_unlabelled.csv" && cmp -s "$dir/p.csv" "$dir/p_reord
   fail "predictions differ by the file's columns"
 # --label none: every column is a feature (k-means on x and y), and a classifier refuses it.
 expect 0 '"features":2' fit kmeans --data "$dir/unlabelled.csv" --label none --set k=2 --json
-expect 2 "--label none: logreg learns from labels" fit logreg --data "$dir/unlabelled.csv" \
+expect 2 "--label none: logistic_regression learns from labels" fit logreg --data "$dir/unlabelled.csv" \
   --label none
 # A clustering model predicts cluster ids, not the class names of the file's label column.
 expect 0 "over 80 rows" "$distml" predict --model "$dir/k.json" --data "$dir/train.csv" \
@@ -78,6 +78,11 @@ assert i["strategy"] == "median" and len(i["values"]) == 2, i' "$dir/gaps.json" 
   fail "no imputer in the model file"
 expect 0 "over 80 rows" "$distml" predict --model "$dir/gaps.json" --data "$dir/gaps.csv" \
   --engine "$engine" --np "$np"
+# GBDT takes missing values as they are (each split learns where they go), in fit and predict.
+expect 0 '"rows":80' fit gbdt --data "$dir/gaps.csv" --label kind --set min_samples_leaf=5 \
+  --json --model-out "$dir/gaps_gbdt.json"
+expect 0 "over 80 rows" "$distml" predict --model "$dir/gaps_gbdt.json" \
+  --data "$dir/gaps.csv" --engine "$engine" --np "$np"
 # --proba: a column per class, named by it, whose probabilities add up to 1 (normalised: up to
 # a few ulps, so 1e-12 is ample); k-means has none.
 "$distml" predict --model "$dir/pm1.json" --data "$dir/pm1.csv" --out "$dir/proba.csv" --proba \

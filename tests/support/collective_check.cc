@@ -2,7 +2,11 @@
 
 #include <cmath>
 #include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
 #include <numeric>
+#include <tuple>
 
 #include "distml/comm/half.h"
 #include "distml/core/error.h"
@@ -122,6 +126,34 @@ double reference(std::uint64_t seed, int world, std::size_t index, DType t, Redu
   return acc;
 }
 
+// The reference result of every element of an all-reduce, and the sum of the absolute inputs
+// behind it (for the float tolerance).
+struct Expected {
+  std::vector<double> want, abs_sum;
+};
+
+// The reference for these arguments, computed once per process: each algorithm and in-place
+// variant checks against the same, and on the in-process engine so does every rank. Building it
+// costs world x count input values, which would otherwise dominate the suite's time.
+std::shared_ptr<const Expected> expected(std::uint64_t seed, int world, std::size_t count, DType t,
+                                         ReduceOp op, Values values) {
+  using Key = std::tuple<std::uint64_t, int, std::size_t, DType, ReduceOp, Values>;
+  static std::mutex mutex;
+  static std::deque<std::pair<Key, std::shared_ptr<const Expected>>> recent;
+  const Key key{seed, world, count, t, op, values};
+  std::lock_guard lock(mutex);
+  for (const auto& [k, e] : recent)
+    if (k == key) return e;
+  auto e = std::make_shared<Expected>();
+  e->want.resize(count);
+  e->abs_sum.resize(count);
+  for (std::size_t i = 0; i < count; ++i)
+    e->want[i] = reference(seed, world, i, t, op, values, &e->abs_sum[i]);
+  recent.emplace_back(key, e);
+  if (recent.size() > 4) recent.pop_front();  // the ranks run the checks in step
+  return e;
+}
+
 std::size_t esize(DType t) { return comm::dtype_size(t); }
 
 std::string where(const char* what, std::size_t count, DType t, int rank) {
@@ -145,9 +177,9 @@ CheckResult check_allreduce(Communicator& comm, std::size_t count, DType t, Redu
   else
     comm.allreduce(ConstBuffer{in.data(), count, t}, Buffer{out.data(), count, t}, o);
   const void* got = in_place ? in.data() : out.data();
+  const auto reduced = expected(seed, p, count, t, op, values);
   for (std::size_t i = 0; i < count; ++i) {
-    double abs_sum = 0;
-    double want = reference(seed, p, i, t, op, values, &abs_sum);
+    const double want = reduced->want[i], abs_sum = reduced->abs_sum[i];
     double g = load(got, i, t);
     double tol = 0;
     if (is_float(t)) {
@@ -226,9 +258,9 @@ CheckResult check_reduce_scatter(Communicator& comm, std::size_t count, DType t,
   for (std::size_t i = 0; i < p * count; ++i)
     store(in.data(), i, t, value(13, r, i, t, op, Values::exact));
   comm.reduce_scatter(ConstBuffer{in.data(), p * count, t}, Buffer{out.data(), count, t}, op, algo);
+  const auto reduced = expected(13, p, p * count, t, op, Values::exact);
   for (std::size_t i = 0; i < count; ++i) {
-    double abs_sum;
-    double want = reference(13, p, r * count + i, t, op, Values::exact, &abs_sum);
+    const double want = reduced->want[r * count + i];
     double tol = is_float(t) && op == ReduceOp::avg ? 2 * epsilon(t) * std::abs(want) : 0;
     if (!(std::abs(load(out.data(), i, t) - want) <= tol))
       return {false, cat(where("reduce_scatter", count, t, r), " op=", comm::reduce_op_name(op),

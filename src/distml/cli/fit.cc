@@ -56,10 +56,14 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   auto estimator = configured_estimator(o);
   const bool regression = estimator->regression();
   const bool impute = !o.impute.empty();
-  LocalData train = read_data(o.data, comm, {.regression = regression, .missing_allowed = impute});
+  // GBDT learns where missing values go; the others need them imputed.
+  const bool missing_allowed = impute || estimator->takes_missing();
+  LocalData train =
+      read_data(o.data, comm, {.regression = regression, .missing_allowed = missing_allowed});
   if (o.data.label == "none" && estimator->supervised())
-    throw UsageError(cat("--label none: ", o.estimator,
-                         " learns from labels; of the estimators only kmeans fits without"));
+    throw UsageError(
+        cat("--label none: ", estimator->name(),
+            " learns from labels; of the estimators only kmeans and gaussian_mixture fit without"));
   std::optional<LocalData> test;
   std::int64_t test_unseen = 0;  // test rows of a class the training rows lack
   if (!o.test_path.empty()) {
@@ -69,7 +73,7 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
                      {.features = train.features,
                       .libsvm_index_base = train.libsvm_index_base,
                       .regression = regression,
-                      .missing_allowed = impute});
+                      .missing_allowed = missing_allowed});
     test_unseen = align_labels(*test, train.class_names, comm);
     check_features(*test, train.features, o.test_path);
   } else if (o.test_fraction > 0) {
@@ -82,7 +86,9 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
 
   // Centring (--standardize) and an estimator that needs dense rows make sparse rows dense.
   if (train.sparse && (o.standardize || impute || !estimator->takes_sparse())) {
-    const std::string who = o.standardize ? "--standardize" : impute ? "--impute" : o.estimator;
+    const std::string who = o.standardize ? "--standardize"
+                            : impute      ? "--impute"
+                                          : estimator->name();
     train = ml::densified(std::move(train), who);
     if (test) test = ml::densified(std::move(*test), who);
   }
@@ -122,7 +128,7 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
     ml::save_model_file(o.model_out, model);
   }
   nlohmann::json done = {{"event", "done"},
-                         {"estimator", o.estimator},
+                         {"estimator", estimator->name()},
                          {"rows", train.global_rows},
                          {"features", train.features},
                          {"classes", train.num_classes},
@@ -133,12 +139,13 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
                          {"fit_time_s", fit_s},
                          {"peak_rss_mb", peak_rss_mb()},
                          {"np", comm.size()}};
-  if (!estimator->supervised()) done["inertia"] = -train_score;
+  if (estimator->name() == "kmeans") done["inertia"] = -train_score;
+  if (estimator->name() == "gaussian_mixture") done["mean_log_likelihood"] = train_score;
   if (o.json) {
     std::cout << done.dump() << std::endl;
     return;
   }
-  std::printf("%s on %zu rows x %zu features: train score %.4f", o.estimator.c_str(),
+  std::printf("%s on %zu rows x %zu features: train score %.4f", estimator->name().c_str(),
               train.global_rows, train.features, train_score);
   if (test_score) std::printf(", test score %.4f", *test_score);
   if (test_unseen > 0)
@@ -159,8 +166,7 @@ void add_fit_command(CLI::App& app, int argc, char** argv) {
       "Fit a classical estimator on row-sharded data (each rank reads only its rows); see "
       "docs/classical_ml.md.\nExample: "
       "distml fit logreg --data train.csv --label species --test-fraction 0.2 --np 2 --set C=1");
-  sub->add_option("estimator", fit->estimator, "kmeans | logreg | svm | nb | multinomial_nb | gbdt")
-      ->required();
+  sub->add_option("estimator", fit->estimator, "One of: " + ml::estimator_list())->required();
   add_data_options(sub, fit->data);
   auto* test = sub->add_option("--test", fit->test_path, "Test file in the same format");
   sub->add_option("--test-fraction", fit->test_fraction,

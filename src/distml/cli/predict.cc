@@ -79,8 +79,10 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   const auto model = ml::load_model_file(o.model_path);
   auto estimator = ml::estimator_from_json(model);
   if (o.proba && !estimator->gives_probabilities())
-    throw UsageError(cat("--proba: ", model["estimator"].get<std::string>(),
-                         " gives no class probabilities (logreg, nb and gbdt classifiers do)"));
+    throw UsageError(
+        cat("--proba: ", model["estimator"].get<std::string>(),
+            " gives no class probabilities (logistic_regression, the naive Bayes and gbdt "
+            "classifiers do)"));
   const auto& pre = model.at("preprocessing");
   const auto names = pre.at("class_names").get<std::vector<std::string>>();
   const bool regression = estimator->regression();
@@ -94,7 +96,7 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
        .regression = regression,
        .feature_names = pre.value("feature_names", std::vector<std::string>{}),
        .label_name = pre.contains("label") && pre["label"].is_string() ? pre["label"] : "",
-       .missing_allowed = pre.contains("imputer")});
+       .missing_allowed = pre.contains("imputer") || estimator->takes_missing()});
   check_features(data, pre.at("features").get<std::size_t>(), o.data.path);
   if (data.sparse &&
       (!estimator->takes_sparse() || pre.contains("standardizer") || pre.contains("imputer")))
@@ -153,9 +155,10 @@ void add_predict_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("--model", predict->model_path, "Model JSON from distml fit")->required();
   add_data_options(sub, predict->data);
   sub->add_option("--out", predict->out, "Write the predictions (one per row) to this CSV");
-  sub->add_flag("--proba", predict->proba,
-                "With --out: each class's probability too, a column per class (logreg, nb, "
-                "gbdt)")
+  sub->add_flag(
+         "--proba", predict->proba,
+         "With --out: each class's probability too, a column per class (logistic_regression, "
+         "gaussian_nb, multinomial_nb, gbdt classifiers)")
       ->needs(sub->get_option("--out"));
   sub->add_flag("--json", predict->json, "Print the result as one JSON done line");
   CLI::Option* np = nullptr;

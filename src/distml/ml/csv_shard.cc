@@ -145,8 +145,8 @@ LocalData read_csv_shard(const std::string& path, Communicator& comm, const CsvS
               if (!o.missing_allowed)
                 throw DataError(
                     cat(where(), ": missing value", f[c].empty() ? "" : cat(" '", f[c], "'"),
-                        ", expected a number; --impute mean|median fills missing values "
-                        "with the training column's statistic"));
+                        ", expected a number; --impute mean|median fills missing values with the "
+                        "training column's statistic (gbdt takes them as they are)"));
               d.x.push_back(std::numeric_limits<double>::quiet_NaN());
               continue;
             }

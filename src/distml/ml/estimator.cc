@@ -1,6 +1,7 @@
 #include "distml/ml/estimator.h"
 
 #include "distml/core/error.h"
+#include "distml/ml/gaussian_mixture.h"
 #include "distml/ml/gbdt.h"
 #include "distml/ml/kmeans.h"
 #include "distml/ml/linear_svc.h"
@@ -14,6 +15,7 @@ namespace {
 struct Traits {
   bool supervised = true;  // fit needs labels
   bool sparse = false;     // fit and predict take sparse rows
+  bool missing = false;    // fit and predict take missing values (NaN)
 };
 
 // Wraps an estimator class with options of type Options and a set_option(Options&, key, value).
@@ -50,13 +52,17 @@ class Adapter final : public Estimator {
   std::vector<double> predict_proba(const LocalData& data) const override {
     if constexpr (requires { model_.predict_proba(data); })
       if (gives_probabilities()) return model_.predict_proba(data);
-    throw UsageError(cat(name_, ": gives no class probabilities (logreg, nb and gbdt do)"));
+    throw UsageError(cat(name_,
+                         ": gives no class probabilities (logistic_regression, the naive "
+                         "Bayes and gbdt classifiers do)"));
   }
   double score(const LocalData& data, comm::Communicator& comm) const override {
     return model_.score(data, comm);
   }
+  const std::string& name() const override { return name_; }
   bool supervised() const override { return traits_.supervised; }
   bool takes_sparse() const override { return traits_.sparse; }
+  bool takes_missing() const override { return traits_.missing; }
   int iterations() const override {
     if constexpr (requires { model_.iterations(); })
       return model_.iterations();
@@ -75,15 +81,15 @@ class Adapter final : public Estimator {
 };
 
 struct Entry {
-  std::string name;       // on the command line
-  std::string json_name;  // the "estimator" field of its model files
+  std::string name;   // everywhere: command line, model files' "estimator", done lines
+  std::string alias;  // a shorter name the command line takes too (empty: none)
   std::function<std::unique_ptr<Estimator>()> make;
   std::function<std::unique_ptr<Estimator>(const nlohmann::json&)> load;
 };
 
 template <class Model, class Options>
-Entry entry(const std::string& name, const std::string& json_name, Traits traits) {
-  return {name, json_name, [=] { return std::make_unique<Adapter<Model, Options>>(name, traits); },
+Entry entry(const std::string& name, const std::string& alias, Traits traits) {
+  return {name, alias, [=] { return std::make_unique<Adapter<Model, Options>>(name, traits); },
           [=](const nlohmann::json& j) {
             return std::make_unique<Adapter<Model, Options>>(name, traits, Model::from_json(j));
           }};
@@ -91,29 +97,36 @@ Entry entry(const std::string& name, const std::string& json_name, Traits traits
 
 const std::vector<Entry>& registry() {
   static const std::vector<Entry> entries = {
-      entry<KMeans, KMeansOptions>("kmeans", "kmeans", {.supervised = false}),
-      entry<LogisticRegression, LogisticRegressionOptions>("logreg", "logistic_regression",
+      entry<KMeans, KMeansOptions>("kmeans", "", {.supervised = false}),
+      entry<LogisticRegression, LogisticRegressionOptions>("logistic_regression", "logreg",
                                                            {.sparse = true}),
-      entry<LinearSVC, LinearSVCOptions>("svm", "linear_svc", {.sparse = true}),
-      entry<GaussianNB, GaussianNBOptions>("nb", "gaussian_nb", {}),
-      entry<MultinomialNB, MultinomialNBOptions>("multinomial_nb", "multinomial_nb",
-                                                 {.sparse = true}),
-      entry<GBDT, GBDTOptions>("gbdt", "gbdt", {.sparse = true}),
+      entry<LinearSVC, LinearSVCOptions>("linear_svc", "svm", {.sparse = true}),
+      entry<GaussianNB, GaussianNBOptions>("gaussian_nb", "nb", {}),
+      entry<MultinomialNB, MultinomialNBOptions>("multinomial_nb", "", {.sparse = true}),
+      entry<GBDT, GBDTOptions>("gbdt", "", {.sparse = true, .missing = true}),
+      entry<GaussianMixture, GaussianMixtureOptions>("gaussian_mixture", "gmm",
+                                                     {.supervised = false}),
   };
   return entries;
 }
 
+// A model file names its estimator by its name; the command line may use the alias.
 const Entry& find(const std::string& name, bool from_file) {
   for (const auto& e : registry())
-    if ((from_file ? e.json_name : e.name) == name) return e;
-  std::string valid;
-  for (const auto& e : registry()) valid += (valid.empty() ? "" : ", ") + e.name;
-  const std::string what = cat("unknown estimator '", name, "' (valid: ", valid, ")");
+    if (e.name == name || (!from_file && !e.alias.empty() && e.alias == name)) return e;
+  const std::string what = cat("unknown estimator '", name, "' (valid: ", estimator_list(), ")");
   if (from_file) throw DataError(what);
   throw ConfigError(what);
 }
 
 }  // namespace
+
+std::string estimator_list() {
+  std::string list;
+  for (const auto& e : registry())
+    list += cat(list.empty() ? "" : ", ", e.name, e.alias.empty() ? "" : cat(" (", e.alias, ")"));
+  return list;
+}
 
 const std::vector<std::string>& estimator_names() {
   static const std::vector<std::string> names = [] {

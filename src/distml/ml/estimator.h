@@ -17,6 +17,8 @@ namespace distml::ml {
 class Estimator {
  public:
   virtual ~Estimator() = default;
+  /// Its name, as model files and done lines write it.
+  virtual const std::string& name() const = 0;
   /// Sets an option by its name (`k`, `C`, `max_iter`, ...); ConfigError naming the valid ones.
   virtual void set(const std::string& key, const std::string& value) = 0;
   /// Collective: every rank passes its own rows.
@@ -41,6 +43,9 @@ class Estimator {
   /// Whether fit and predict take sparse rows (LocalData::sparse) as they are; the others need
   /// them densified() first.
   virtual bool takes_sparse() const { return false; }
+  /// Whether fit and predict take missing values (NaN) as they are; the others need them
+  /// imputed first.
+  virtual bool takes_missing() const { return false; }
   /// Iterations (or boosting rounds) the last fit took.
   virtual int iterations() const = 0;
   /// The fitted model, with "estimator" naming it, for save_model_file.
@@ -49,7 +54,11 @@ class Estimator {
 
 /// The estimator names, in the order messages list them.
 const std::vector<std::string>& estimator_names();
-/// A fresh estimator with default options; ConfigError listing the names otherwise.
+/// The names with their command-line aliases, for messages and help: "kmeans,
+/// logistic_regression (logreg), ...".
+std::string estimator_list();
+/// A fresh estimator with default options, by name or alias; ConfigError listing the names
+/// otherwise.
 std::unique_ptr<Estimator> make_estimator(const std::string& name);
 /// The estimator a model file holds (its "estimator" field); DataError when unknown.
 std::unique_ptr<Estimator> estimator_from_json(const nlohmann::json& model);

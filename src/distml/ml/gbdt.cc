@@ -42,9 +42,8 @@ std::string check_shard(const LocalData& d, const std::string& loss) {
   std::string error;
   for (std::size_t i = 0; i < d.rows && error.empty(); ++i)
     d.for_each_entry(i, [&](std::size_t j, double v) {
-      if (error.empty() && !std::isfinite(v))
-        error = cat(kName, ": row ", i, " feature ", j,
-                    " is not finite (missing values are not supported)");
+      if (error.empty() && std::isinf(v))
+        error = cat(kName, ": row ", i, " feature ", j, " is infinite");
     });
   if (!error.empty()) return error;
   if (loss == "log_loss") return check_classification_shard(d, kName);
@@ -136,6 +135,7 @@ nlohmann::json tree_to_json(const GBDTTree& t) {
   for (const auto& n : t.nodes)
     nodes.push_back({{"feature", n.feature},
                      {"threshold", n.threshold},
+                     {"missing_left", n.missing_left},
                      {"left", n.left},
                      {"right", n.right},
                      {"value", n.value},
@@ -149,6 +149,7 @@ GBDTTree tree_from_json(const nlohmann::json& j, std::size_t features) {
     GBDTNode n;
     n.feature = model_field(jn, "feature", kName).get<int>();
     n.threshold = model_field(jn, "threshold", kName).get<double>();
+    n.missing_left = jn.value("missing_left", false);  // absent in files from before it
     n.left = model_field(jn, "left", kName).get<int>();
     n.right = model_field(jn, "right", kName).get<int>();
     n.value = model_field(jn, "value", kName).get<double>();

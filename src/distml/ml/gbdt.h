@@ -7,8 +7,8 @@
 // World size: gradient sums are exact (exact_sum.h), so when no feature has more than
 // 4 * max_bins distinct values (integer-valued or categorical data) the model is bit-identical
 // for every world size. For continuous data the bin edges come from per-rank quantile summaries
-// and may differ slightly between world sizes, and so may the trees. Missing values are not
-// supported: features must be finite.
+// and may differ slightly between world sizes, and so may the trees. A missing value is NaN:
+// it has a bin of its own and each split learns where it goes (gbdt_tree.h).
 #pragma once
 
 #include <cstdint>

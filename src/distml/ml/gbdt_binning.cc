@@ -1,6 +1,7 @@
 #include "distml/ml/gbdt_binning.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "distml/comm/block_range.h"
 #include "distml/core/error.h"
@@ -72,21 +73,25 @@ FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communic
     for (std::size_t p = 0; p < data.sparse->values.size(); ++p)
       stored[data.sparse->columns[p]].push_back(data.sparse->values[p]);
   }
-  // Payload per feature: [points, exact, value, weight, value, weight, ...].
+  // Payload per feature: [points, exact, missing, value, weight, value, weight, ...].
   std::vector<double> mine;
   std::vector<double> column(data.rows);
   std::vector<WeightedValue> summary;
   for (std::size_t f = 0; f < f_count; ++f) {
     if (data.sparse) {
+      column.resize(data.rows);
       std::fill(std::copy(stored[f].begin(), stored[f].end(), column.begin()), column.end(), 0.0);
       std::vector<double>().swap(stored[f]);
     } else {
-      for (std::size_t i = 0; i < data.rows; ++i) column[i] = data.x[i * f_count + f];
+      column.clear();
+      for (std::size_t i = 0; i < data.rows; ++i)
+        if (const double v = data.x[i * f_count + f]; !std::isnan(v)) column.push_back(v);
     }
     std::sort(column.begin(), column.end());
     const bool exact = summarize(column, capacity, summary);
     mine.push_back(static_cast<double>(summary.size()));
     mine.push_back(exact ? 1 : 0);
+    mine.push_back(static_cast<double>(data.rows - column.size()));
     for (const auto& p : summary) {
       mine.push_back(p.value);
       mine.push_back(p.weight);
@@ -106,6 +111,7 @@ FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communic
   for (int r = 1; r < comm.size(); ++r) cursor[r] = cursor[r - 1] + counts[r - 1];
   FeatureBins bins;
   bins.edges_.resize(f_count);
+  bins.has_missing_.assign(f_count, false);
   std::vector<WeightedValue> merged;
   for (std::size_t f = 0; f < f_count; ++f) {
     merged.clear();
@@ -114,9 +120,10 @@ FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communic
       std::size_t& c = cursor[r];
       const auto points = static_cast<std::size_t>(all[c]);
       exact = exact && all[c + 1] == 1;
+      if (all[c + 2] > 0) bins.has_missing_[f] = true;
       for (std::size_t p = 0; p < points; ++p)
-        merged.push_back({all[c + 2 + 2 * p], all[c + 3 + 2 * p]});
-      c += 2 + 2 * points;
+        merged.push_back({all[c + 3 + 2 * p], all[c + 4 + 2 * p]});
+      c += 3 + 2 * points;
     }
     std::sort(merged.begin(), merged.end(),
               [](const WeightedValue& a, const WeightedValue& b) { return a.value < b.value; });
@@ -134,6 +141,7 @@ FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communic
 }
 
 std::uint8_t FeatureBins::bin(std::size_t f, double x) const {
+  if (std::isnan(x)) return missing_bin(f);
   const auto& e = edges_[f];
   return static_cast<std::uint8_t>(std::lower_bound(e.begin(), e.end(), x) - e.begin());
 }

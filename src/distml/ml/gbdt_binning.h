@@ -23,15 +23,19 @@ namespace distml::ml {
 
 /// Value x of feature f is in bin b = the number of edges(f) below x, so that
 /// x <= edges(f)[b] exactly when bin(f, x) <= b: a split on bin b is the threshold edges(f)[b].
+/// A missing value (NaN) is in a bin of its own after those, missing_bin(f) = bins(f).
 class FeatureBins {
  public:
-  /// Collective. At most max_bins (<= 256) bins per feature from every rank's rows of `data`,
-  /// whose values must be finite.
+  /// Collective. At most max_bins (<= 255) bins per feature from every rank's rows of `data`,
+  /// whose values must be finite or NaN (missing); the edges come from the present values.
   static FeatureBins fit(const LocalData& data, int max_bins, comm::Communicator& comm);
 
   std::size_t features() const { return edges_.size(); }
-  /// Bins of feature f (one for a constant feature).
+  /// Bins of feature f's present values (one for a constant feature).
   int bins(std::size_t f) const { return static_cast<int>(edges_[f].size()) + 1; }
+  std::uint8_t missing_bin(std::size_t f) const { return static_cast<std::uint8_t>(bins(f)); }
+  /// Whether any rank's rows miss feature f.
+  bool has_missing(std::size_t f) const { return has_missing_[f]; }
   const std::vector<double>& edges(std::size_t f) const { return edges_[f]; }
   std::uint8_t bin(std::size_t f, double x) const;
   /// rows x features bin ids of `data`, row-major.
@@ -39,6 +43,7 @@ class FeatureBins {
 
  private:
   std::vector<std::vector<double>> edges_;
+  std::vector<bool> has_missing_;
 };
 
 }  // namespace distml::ml

@@ -1,6 +1,8 @@
 #include "distml/ml/gbdt_tree.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "distml/core/error.h"
@@ -16,8 +18,12 @@ constexpr double kMinHessian = 1e-3;
 
 double GBDTTree::predict(const double* x) const {
   int n = 0;
-  while (!nodes[n].is_leaf())
-    n = x[nodes[n].feature] <= nodes[n].threshold ? nodes[n].left : nodes[n].right;
+  while (!nodes[n].is_leaf()) {
+    const GBDTNode& node = nodes[n];
+    const double v = x[node.feature];
+    const bool left = std::isnan(v) ? node.missing_left : v <= node.threshold;
+    n = left ? node.left : node.right;
+  }
   return nodes[n].value;
 }
 
@@ -27,10 +33,10 @@ TreeGrower::TreeGrower(const FeatureBins& bins, const std::vector<std::uint8_t>&
   DML_CHECK_EQ(binned.size(), rows * bins.features(), "binned rows");
   std::size_t bins_so_far = 0;
   for (std::size_t f = 0; f < bins.features(); ++f) {
-    if (bins.bins(f) < 2) continue;
+    if (bins.bins(f) < 2 && !bins.has_missing(f)) continue;
     active_.push_back(static_cast<int>(f));
     offset_.push_back(bins_so_far);
-    bins_so_far += static_cast<std::size_t>(bins.bins(f));
+    bins_so_far += static_cast<std::size_t>(bins.bins(f)) + 1;  // and the missing bin
   }
   hist_size_ = 3 * (bins_so_far + 1);
 }
@@ -71,18 +77,27 @@ void TreeGrower::find_best_split(Leaf& leaf) const {
   for (std::size_t a = 0; a < active_.size(); ++a) {
     const int bins = bins_.bins(static_cast<std::size_t>(active_[a]));
     const double* e = leaf.hist.data() + 3 * offset_[a];
-    double gl = 0, hl = 0, cl = 0;
-    for (int b = 0; b + 1 < bins; ++b) {
-      gl += e[3 * b];
-      hl += e[3 * b + 1];
-      cl += e[3 * b + 2];
-      if (cl < min_rows) continue;
-      if (leaf.count - cl < min_rows) break;
-      const double hr = leaf.h - hl, gr = leaf.g - gl;
-      if (hl < kMinHessian || hr < kMinHessian) continue;
-      const double gain = gl * gl / (hl + l2) + gr * gr / (hr + l2) - parent;
-      if (gain > leaf.best.gain) leaf.best = {gain, static_cast<int>(a), b, gl, hl, cl};
+    const double* missing = e + 3 * bins;
+    for (const bool missing_left : {false, true}) {
+      if (missing_left && missing[2] == 0) break;  // the same splits again
+      double gl = missing_left ? missing[0] : 0, hl = missing_left ? missing[1] : 0,
+             cl = missing_left ? missing[2] : 0;
+      // b = bins - 1 puts every present value left: a split only when the missing go right.
+      for (int b = 0; b < bins; ++b) {
+        gl += e[3 * b];
+        hl += e[3 * b + 1];
+        cl += e[3 * b + 2];
+        if (cl < min_rows) continue;
+        if (leaf.count - cl < min_rows) break;
+        const double hr = leaf.h - hl, gr = leaf.g - gl;
+        if (hl < kMinHessian || hr < kMinHessian) continue;
+        const double gain = gl * gl / (hl + l2) + gr * gr / (hr + l2) - parent;
+        if (gain > leaf.best.gain)
+          leaf.best = {gain, static_cast<int>(a), b, missing_left, gl, hl, cl};
+      }
     }
+    if (leaf.best.feature == static_cast<int>(a) && missing[2] == 0)
+      leaf.best.missing_left = 2 * leaf.best.count >= leaf.count;  // the larger child
   }
 }
 
@@ -105,14 +120,22 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
     Leaf& parent = leaves[i];
     const Split s = parent.best;
     const int f = active_[s.feature];
-    const auto mid =
-        std::stable_partition(rows_.begin() + parent.begin, rows_.begin() + parent.end,
-                              [&](std::uint32_t r) { return binned_[r * features + f] <= s.bin; });
+    const auto& edges = bins_.edges(static_cast<std::size_t>(f));
+    const std::uint8_t missing = bins_.missing_bin(static_cast<std::size_t>(f));
+    const auto mid = std::stable_partition(rows_.begin() + parent.begin, rows_.begin() + parent.end,
+                                           [&](std::uint32_t r) {
+                                             const std::uint8_t b = binned_[r * features + f];
+                                             return b == missing ? s.missing_left : b <= s.bin;
+                                           });
     const auto mid_index = static_cast<std::size_t>(mid - rows_.begin());
     const int left_node = static_cast<int>(tree.nodes.size());
     GBDTNode& node = tree.nodes[parent.node];
     node.feature = f;
-    node.threshold = bins_.edges(static_cast<std::size_t>(f))[s.bin];
+    // Past the last edge every present value goes left (JSON has no infinity).
+    node.threshold = static_cast<std::size_t>(s.bin) < edges.size()
+                         ? edges[s.bin]
+                         : std::numeric_limits<double>::max();
+    node.missing_left = s.missing_left;
     node.left = left_node;
     node.right = left_node + 1;
     Pair p{{left_node, parent.begin, mid_index, parent.depth + 1, s.g, s.h, s.count, {}, {}},

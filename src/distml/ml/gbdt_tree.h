@@ -8,7 +8,11 @@
 //     hessians, rows) over its rows; one all-reduce makes it global.
 //  3. Every rank finds each leaf's best split from the global histogram: the largest gain
 //     G_L^2/(H_L+l2) + G_R^2/(H_R+l2) - G^2/(H+l2) with both sides keeping min_samples_leaf
-//     rows (first feature, then first bin, on ties).
+//     rows (first feature, then missing values right, then first bin, on ties). Rows missing
+//     the feature (their own bin) go to the side that gains more, as XGBoost and LightGBM
+//     learn a default direction: each threshold is tried with them right and with them left,
+//     and "present left, missing right" is a split too. A node whose rows miss nothing sends
+//     a missing value to its child with more rows, as scikit-learn does.
 //  4. Leaf-wise: the leaf with the largest gain is split. Depthwise: all leaves of the
 //     shallowest level, largest gain first. Each rank partitions its rows of a split leaf,
 //     builds the histogram of the child with fewer (global) rows and all-reduces it (one
@@ -28,8 +32,9 @@
 namespace distml::ml {
 
 struct GBDTNode {
-  int feature = -1;      // -1 for a leaf
-  double threshold = 0;  // rows with x[feature] <= threshold go left
+  int feature = -1;           // -1 for a leaf
+  double threshold = 0;       // rows with x[feature] <= threshold go left
+  bool missing_left = false;  // where a row missing x[feature] (NaN) goes
   int left = -1, right = -1;
   double value = 0;          // a leaf's output, learning rate applied
   std::int64_t samples = 0;  // training rows in the node, over all ranks
@@ -39,7 +44,7 @@ struct GBDTNode {
 /// Nodes with the root first; children come after their parent.
 struct GBDTTree {
   std::vector<GBDTNode> nodes;
-  /// The output for one row of raw (unbinned) features.
+  /// The output for one row of raw (unbinned) features; NaN is a missing value.
   double predict(const double* x) const;
 };
 
@@ -70,6 +75,7 @@ class TreeGrower {
     double gain = 0;
     int feature = -1;  // index into active_
     int bin = 0;
+    bool missing_left = false;
     double g = 0, h = 0, count = 0;  // left side
   };
   struct Leaf {
@@ -94,9 +100,9 @@ class TreeGrower {
   const std::vector<std::uint8_t>& binned_;
   std::size_t rows_count_;
   TreeGrowthOptions options_;
-  std::vector<int> active_;          // features with at least two bins
+  std::vector<int> active_;          // features with at least two bins or a missing value
   std::vector<std::size_t> offset_;  // first histogram bin of active_[a]
-  std::size_t hist_size_ = 0;        // 3 * (bins of active features + 1 for the totals)
+  std::size_t hist_size_ = 0;        // 3 * (bins + a missing bin of active features + 1 for totals)
   std::vector<std::uint32_t> rows_;  // local row ids, grouped by leaf
 };
 
