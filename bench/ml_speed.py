@@ -6,6 +6,10 @@ Cases (each rep runs distml, then scikit-learn, on the same data; medians of --r
   logreg_mnist   multinomial logistic regression, L2, C = 1, lbfgs, MNIST; fit time, accuracy
   gbdt_mnist     histogram GBDT, 100 rounds, learning rate 0.1, 31 leaves, MNIST; time per
                  round (fit time / rounds), test accuracy; HistGradientBoostingClassifier
+  gbdt_missing   the same GBDT on digits (70/30 split) with 20% of the feature values removed
+                 at random (seeded), taken as missing by both; test accuracy and fit time
+  gmm_digits     Gaussian mixture, 10 components, full covariances, n_init 3, on digits
+                 (standardised); mean log-likelihood on the training rows and fit time
 distml runs at 2 ranks (mpi, one thread each) and, for k-means, also at 1 rank (scaling);
 scikit-learn runs with 2 threads (threadpoolctl). k-means time per iteration is the fit time
 of max_iter = 21 minus that of max_iter = 1, over 20: initialisation and the final inertia
@@ -25,6 +29,8 @@ import numpy as np
 from sklearn.cluster import KMeans
 from sklearn.ensemble import HistGradientBoostingClassifier
 from sklearn.linear_model import LogisticRegression
+from sklearn.mixture import GaussianMixture
+from sklearn.preprocessing import StandardScaler
 from threadpoolctl import threadpool_limits
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -84,6 +90,25 @@ def sklearn_iteration_s(x, k):
     return (fit(21) - fit(1)) / 20
 
 
+def digits_tables(missing_share):
+    """scikit-learn's digits split 70/30, a share of the feature values set missing (NaN),
+    written as CSV for distml (a missing value as an empty cell)."""
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+    x, y = load_digits(return_X_y=True)
+    x = x.astype(float)
+    x[np.random.default_rng(11).random(x.shape) < missing_share] = np.nan
+    xtr, xte, ytr, yte = train_test_split(x, y, test_size=0.3, random_state=0, stratify=y)
+    paths = []
+    for name, (xs, ys) in (("train", (xtr, ytr)), ("test", (xte, yte))):
+        paths.append(os.path.join(ROOT, "data", f"digits_missing{missing_share}_{name}.csv"))
+        with open(paths[-1], "w") as f:
+            f.write(",".join(f"f{i}" for i in range(64)) + ",label\n")
+            for row, label in zip(xs, ys):
+                f.write(",".join("" if np.isnan(v) else f"{v:g}" for v in row) + f",{label}\n")
+    return xtr, xte, ytr, yte, paths
+
+
 def emit(rows, **row):
     rows.append(row)
     print(json.dumps(row), flush=True)
@@ -92,7 +117,8 @@ def emit(rows, **row):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=3)
-    p.add_argument("--cases", default="kmeans_mnist,kmeans_synth,logreg_mnist,gbdt_mnist")
+    p.add_argument("--cases", default="kmeans_mnist,kmeans_synth,logreg_mnist,gbdt_mnist,"
+                                      "gbdt_missing,gmm_digits")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     a = p.parse_args()
     cases = a.cases.split(",")
@@ -133,6 +159,33 @@ def main():
                     fit_s = time.perf_counter() - t
                 emit(rows, case=case, impl="sklearn", threads=2, rep=rep,
                      round_s=fit_s / m.n_iter_, test_accuracy=m.score(xte, yte))
+            elif case == "gbdt_missing":
+                xtr_m, xte_m, ytr_m, yte_m, (train, test) = digits_tables(0.2)
+                d = distml(a.build, ["gbdt", "--data", train, "--test", test, "--set",
+                                     "max_iter=100"], 2)
+                emit(rows, case=case, impl="distml", np=2, rep=rep, fit_s=d["fit_time_s"],
+                     test_accuracy=d["test_score"])
+                with threadpool_limits(2):
+                    t = time.perf_counter()
+                    m = HistGradientBoostingClassifier(max_iter=100, learning_rate=0.1,
+                                                       max_leaf_nodes=31, early_stopping=False,
+                                                       random_state=0).fit(xtr_m, ytr_m)
+                    fit_s = time.perf_counter() - t
+                emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
+                     test_accuracy=m.score(xte_m, yte_m))
+            elif case == "gmm_digits":
+                xtr_g, _, _, _, (train, _) = digits_tables(0.0)
+                d = distml(a.build, ["gmm", "--data", train, "--standardize", "--set",
+                                     "n_components=10", "--set", "n_init=3"], 2)
+                emit(rows, case=case, impl="distml", np=2, rep=rep, fit_s=d["fit_time_s"],
+                     mean_log_likelihood=d["mean_log_likelihood"])
+                scaled = StandardScaler().fit_transform(xtr_g)
+                with threadpool_limits(2):
+                    t = time.perf_counter()
+                    m = GaussianMixture(10, n_init=3, random_state=rep).fit(scaled)
+                    fit_s = time.perf_counter() - t
+                emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
+                     mean_log_likelihood=m.score(scaled))
             else:
                 sys.exit(f"ml_speed: unknown case {case}")
     summarize(rows)
@@ -160,7 +213,16 @@ def summarize(rows):
     if med("gbdt_mnist", "distml", "round_s") is not None:
         d, s = med("gbdt_mnist", "distml", "round_s"), med("gbdt_mnist", "sklearn", "round_s")
         print(f"| gbdt_mnist s/round | {d:.3f} | | {s:.3f} | {d / s:.2f} | |")
-    for case in ("logreg_mnist", "gbdt_mnist"):
+    for case in ("gbdt_missing", "gmm_digits"):
+        if med(case, "distml", "fit_s") is not None:
+            d, s = med(case, "distml", "fit_s"), med(case, "sklearn", "fit_s")
+            print(f"| {case} fit s | {d:.2f} | | {s:.2f} | {d / s:.2f} | |")
+    if med("gmm_digits", "distml", "mean_log_likelihood") is not None:
+        d = med("gmm_digits", "distml", "mean_log_likelihood")
+        s = med("gmm_digits", "sklearn", "mean_log_likelihood")
+        print(f"\ngmm_digits mean log-likelihood: distml {d:.3f}, scikit-learn {s:.3f} "
+              f"({100 * (d - s) / abs(s):+.2f}%)")
+    for case in ("logreg_mnist", "gbdt_mnist", "gbdt_missing"):
         if med(case, "distml", "test_accuracy") is not None:
             print(f"\n{case} test accuracy: distml "
                   f"{100 * med(case, 'distml', 'test_accuracy'):.2f}%, scikit-learn "

@@ -302,19 +302,26 @@ PY
       --json --set parallel.pipeline_stages=2 --set train.max_steps=1000000 \
       --set train.log_every=1 --set train.timeout_s=3 >"$dir/stall.out" 2>&1 &
     job=$!
+    # This run's processes (ranks that train run distml-torch, which distml hands train to);
+    # with RANK, the one of that rank.
+    ranks="$distml(-torch)? train"
+    run_processes() {
+      for p in $(pgrep -f "$ranks"); do
+        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
+        grep -qxF "DISTML_TEST_RUN=$dir" <<<"$env" &&
+          grep -qxE "${1:-.*}" <<<"$env" && echo "$p"
+      done
+    }
+    # A failing check must not leave the run training (it would run on for a million steps).
+    trap 'kill -KILL $(run_processes) 2>/dev/null; rm -rf "$dir"' EXIT
     for ((i = 0; i < 300; ++i)); do  # until it trains
       grep -q '"event":"step"' "$dir/stall.out" && break
       sleep 0.1
     done
     grep -q '"event":"step"' "$dir/stall.out" || fail "no step: $(cat "$dir/stall.out")"
     # Stage 1 is rank 1: the process whose launcher gave it rank 1.
-    stage1=""
-    for p in $(pgrep -f "$distml train"); do
-      env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null)
-      grep -qxF "DISTML_TEST_RUN=$dir" <<<"$env" &&
-        grep -qxE "RANK=1|OMPI_COMM_WORLD_RANK=1" <<<"$env" && stage1=$p
-    done
-    [[ -n $stage1 ]] || fail "found no rank 1 among $(pgrep -f "$distml train")"
+    stage1=$(run_processes "RANK=1|OMPI_COMM_WORLD_RANK=1" | tail -n 1)
+    [[ -n $stage1 ]] || fail "found no rank 1 among $(pgrep -f "$ranks")"
     kill -STOP "$stage1"
     start=$SECONDS
     wait "$job"

@@ -1,4 +1,6 @@
-// The distml command line: one binary, one subcommand per task.
+// The distml command line, one subcommand per task. Built twice: distml, without LibTorch,
+// which runs train, plan and rl by starting distml-torch (torch_commands.h), and distml-torch
+// (DISTML_WITH_TORCH), which runs them.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -7,10 +9,11 @@
 #include "distml/core/error.h"
 #include "distml/core/version.h"
 #include "fit.h"
-#include "predict.h"
 #include "launch.h"
 #include "plan.h"
+#include "predict.h"
 #include "rl.h"
+#include "torch_commands.h"
 #include "train.h"
 
 // Errors in what the user gave (flags, config, data, checkpoint) exit with 2, others with 1.
@@ -22,6 +25,16 @@ static bool fixable_by_user(const std::exception& e) {
 }
 
 int main(int argc, char** argv) {
+#ifndef DISTML_WITH_TORCH
+  if (distml::cli::needs_torch(argc, argv)) {
+    try {
+      distml::cli::run_torch_command(argv);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "distml: error: %s\n", e.what());
+      return 1;
+    }
+  }
+#endif
   CLI::App app{
       "distml: distributed machine learning in C++ (classical ML, deep learning, deep "
       "reinforcement learning) over MPI, Gloo or in-process ranks."};
@@ -29,11 +42,15 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   distml::cli::add_launch_command(app);
   distml::cli::add_bench_command(app, argc, argv);
+#ifdef DISTML_WITH_TORCH
   distml::cli::add_train_command(app, argc, argv);
   distml::cli::add_plan_command(app, argc, argv);
+  distml::cli::add_rl_command(app, argc, argv);
+#else
+  distml::cli::list_torch_commands(app);
+#endif
   distml::cli::add_fit_command(app, argc, argv);
   distml::cli::add_predict_command(app, argc, argv);
-  distml::cli::add_rl_command(app, argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

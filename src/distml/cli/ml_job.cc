@@ -18,14 +18,6 @@ bool is_idx_folder(const std::string& path) {
   return fs::is_directory(path) && fs::exists(fs::path(path) / "train-images-idx3-ubyte");
 }
 
-// An IDX folder holds both splits: "train" and "t10k" (MNIST's names).
-LocalData read_idx_split(const std::string& folder, const std::string& prefix,
-                         comm::Communicator& comm) {
-  const fs::path dir(folder);
-  return ml::read_idx_shard((dir / (prefix + "-images-idx3-ubyte")).string(),
-                            (dir / (prefix + "-labels-idx1-ubyte")).string(), comm);
-}
-
 }  // namespace
 
 std::string resolved_format(const DataOptions& d) {
@@ -33,6 +25,13 @@ std::string resolved_format(const DataOptions& d) {
   if (is_idx_folder(d.path)) return "idx";
   const auto ext = fs::path(d.path).extension().string();
   return ext == ".libsvm" || ext == ".svm" ? "libsvm" : "csv";
+}
+
+LocalData read_idx_split(const std::string& folder, const std::string& prefix,
+                         comm::Communicator& comm) {
+  const fs::path dir(folder);
+  return ml::read_idx_shard((dir / (prefix + "-images-idx3-ubyte")).string(),
+                            (dir / (prefix + "-labels-idx1-ubyte")).string(), comm);
 }
 
 LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOptions& r) {

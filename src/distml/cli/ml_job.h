@@ -41,6 +41,11 @@ struct ReadOptions {
 /// csv, libsvm or idx: --format, or guessed from the path (a folder of IDX files, .libsvm/.svm).
 std::string resolved_format(const DataOptions& d);
 
+/// Collective: this rank's rows of split `prefix` ("train" or "t10k", MNIST's names) of a folder
+/// of IDX files.
+ml::LocalData read_idx_split(const std::string& folder, const std::string& prefix,
+                             comm::Communicator& comm);
+
 /// Collective: this rank's rows of the file.
 ml::LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOptions& r = {});
 

@@ -11,6 +11,7 @@
 #include "distml/train/plan.h"
 #include "distml/train/trainer.h"
 #include "launch.h"
+#include "torch_commands.h"
 
 namespace distml::cli {
 namespace {
@@ -166,13 +167,7 @@ void run(const PlanCliOptions& o, bool np_given, int argc, char** argv) {
 void add_plan_command(CLI::App& app, int argc, char** argv) {
   auto o = std::make_shared<PlanCliOptions>();
   if (const char* e = std::getenv(kEngineVar)) o->engine = e;
-  auto* sub = app.add_subcommand(
-      "plan",
-      "Choose the grid (pipeline stages x data replicas), micro-batches and partition that the "
-      "pipeline cost model predicts to train a config fastest on --np ranks: the layers are "
-      "measured on this machine, the link between two ranks too (or given).\nExample: distml "
-      "plan --config examples/mnist_mlp.toml --np 2 --micro-batches auto --measure\nSee "
-      "docs/training.md, \"Planning\".");
+  auto* sub = app.add_subcommand("plan", kPlanDescription);
   sub->add_option("--config", o->config_path, "TOML file, as for distml train")->required();
   sub->add_option("--set", o->sets, "Override a config key, as for distml train (repeatable)");
   auto* np = sub->add_option("--np", o->np, "Ranks to plan for (and to measure with)");

@@ -14,6 +14,7 @@
 #include "distml/rl/envs/env.h"
 #include "event_printer.h"
 #include "launch.h"
+#include "torch_commands.h"
 
 namespace distml::cli {
 namespace {
@@ -47,7 +48,7 @@ std::uint64_t fingerprint(const std::string& text) {
 }
 
 // Rank 0's text lines for the run's events.
-void print_event(EventPrinter& printer, const nlohmann::json& e) {
+void print_rl_event(EventPrinter& printer, const nlohmann::json& e) {
   if (printer.print_json(e)) return;
   const std::string kind = e["event"];
   if (kind == "update")
@@ -74,7 +75,7 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
   rl::RunHooks hooks;
   if (comm.rank() == 0) {
     printer.emplace(o.json, "env steps");
-    hooks.event = [&](const nlohmann::json& e) { print_event(*printer, e); };
+    hooks.event = [&](const nlohmann::json& e) { print_rl_event(*printer, e); };
     hooks.progress = [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); };
   } else {  // the replay of apex watches actors too: its losses go to stderr
     hooks.event = [rank = comm.rank()](const nlohmann::json& e) {
@@ -143,14 +144,7 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
   if (const char* e = std::getenv(kEngineVar)) o->engine = e;
   std::string envs;
   for (const auto& name : rl::env_names()) envs += (envs.empty() ? "" : "|") + name;
-  auto* sub = app.add_subcommand(
-      "rl",
-      "Distributed deep reinforcement learning: PPO/DPPO and A2C (synchronous actor-learners), "
-      "A3C (asynchronous gradients to a parameter holder), IMPALA (actors and a V-trace "
-      "learner), Ape-X DQN (actors, a prioritised replay rank, a double-DQN learner).\n"
-      "Example: distml rl ppo --env cartpole --np 2 --json\n"
-      "Without --config it uses the tuned defaults of examples/rl/ALGO_ENV.toml; config keys: "
-      "see docs/rl.md.");
+  auto* sub = app.add_subcommand("rl", kRlDescription);
   sub->add_option("algorithm", o->algo, "ppo | a2c | a3c | impala | apex")
       ->required()
       ->check(CLI::IsMember({"ppo", "a2c", "a3c", "impala", "apex"}));

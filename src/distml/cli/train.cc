@@ -12,6 +12,7 @@
 #include "distml/train/trainer.h"
 #include "event_printer.h"
 #include "launch.h"
+#include "torch_commands.h"
 
 namespace distml::cli {
 namespace {
@@ -151,12 +152,7 @@ void run(TrainOptions o, int argc, char** argv) {
 void add_train_command(CLI::App& app, int argc, char** argv) {
   auto o = std::make_shared<TrainOptions>();
   if (const char* e = std::getenv(kEngineVar)) o->engine = e;
-  auto* sub = app.add_subcommand(
-      "train",
-      "Train a model with synchronous data parallelism (bucketed all-reduce overlapped with "
-      "backward), from a TOML config.\nExample: distml train --config examples/mnist_lenet.toml "
-      "--np 2 --set train.epochs=3\nConfig keys (section.key): see docs/training.md, or "
-      "--print-config for every key with its value, default and source.");
+  auto* sub = app.add_subcommand("train", kTrainDescription);
   sub->add_option("--config", o->config_path,
                   "TOML file with [data] [model] [optim] [train] "
                   "[strategy] sections")

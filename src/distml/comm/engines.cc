@@ -3,8 +3,10 @@
 #include <cstdlib>
 
 #include "distml/comm/engine.h"
-#include "distml/comm/gloo/gloo_connect.h"
 #include "distml/comm/mpi/mpi_connect.h"
+#ifndef DISTML_NO_GLOO
+#include "distml/comm/gloo/gloo_connect.h"
+#endif
 
 namespace distml::comm {
 
@@ -25,7 +27,13 @@ std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOpt
   if (where.engine == "mpi")
     engine = mpi::connect_engine(options.timeout);
   else if (where.engine == "gloo")
+#ifdef DISTML_NO_GLOO  // distml_engines_without_gloo: the gloo engine needs LibTorch's c10d
+    throw UsageError(
+        "this binary is built without the gloo engine (it needs LibTorch); the distml command "
+        "runs gloo jobs in distml-torch");
+#else
     engine = gloo::connect_engine(where.file_store, options.timeout);
+#endif
   else
     throw UsageError(
         "engine 'local' runs ranks as threads of one process; it has no process "

@@ -1,0 +1,70 @@
+#include "torch_commands.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string_view>
+
+#include "distml/core/error.h"
+
+namespace distml::cli {
+
+const char* const kTrainDescription =
+    "Train a model with synchronous data parallelism (bucketed all-reduce overlapped with "
+    "backward), from a TOML config.\nExample: distml train --config examples/mnist_lenet.toml "
+    "--np 2 --set train.epochs=3\nConfig keys (section.key): see docs/training.md, or "
+    "--print-config for every key with its value, default and source.";
+
+const char* const kPlanDescription =
+    "Choose the grid (pipeline stages x data replicas), micro-batches and partition that the "
+    "pipeline cost model predicts to train a config fastest on --np ranks: the layers are "
+    "measured on this machine, the link between two ranks too (or given).\nExample: distml "
+    "plan --config examples/mnist_mlp.toml --np 2 --micro-batches auto --measure\nSee "
+    "docs/training.md, \"Planning\".";
+
+const char* const kRlDescription =
+    "Distributed deep reinforcement learning: PPO/DPPO and A2C (synchronous actor-learners), "
+    "A3C (asynchronous gradients to a parameter holder), IMPALA (actors and a V-trace "
+    "learner), Ape-X DQN (actors, a prioritised replay rank, a double-DQN learner).\n"
+    "Example: distml rl ppo --env cartpole --np 2 --json\n"
+    "Without --config it uses the tuned defaults of examples/rl/ALGO_ENV.toml; config keys: "
+    "see docs/rl.md.";
+
+bool needs_torch(int argc, char** argv) {
+  if (argc < 2) return false;
+  const std::string_view name = argv[1];
+  if (name == "train" || name == "plan" || name == "rl") return true;
+  if (name == "launch") return false;  // it starts the ranks; the ranks connect
+  // The gloo engine: --engine gloo (the last one given wins, as in the parser), else
+  // DISTML_ENGINE, which launch sets for the ranks.
+  std::string_view engine;
+  if (const char* e = std::getenv("DISTML_ENGINE")) engine = e;
+  for (int i = 2; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--engine" && i + 1 < argc) engine = argv[++i];
+    if (a.starts_with("--engine=")) engine = a.substr(9);
+  }
+  return engine == "gloo";
+}
+
+void run_torch_command(char** argv) {
+  const auto self = std::filesystem::read_symlink("/proc/self/exe");
+  const std::string torch = (self.parent_path() / "distml-torch").string();
+  argv[0] = const_cast<char*>(torch.c_str());
+  ::execv(torch.c_str(), argv);
+  throw Error(cat("distml ", argv[1], " runs in ", torch, ", which could not start: ",
+                  std::strerror(errno), " (it is built beside distml)"));
+}
+
+void list_torch_commands(CLI::App& app) {
+  for (const auto& [name, description] :
+       {std::pair{"train", kTrainDescription}, std::pair{"plan", kPlanDescription},
+        std::pair{"rl", kRlDescription}})
+    app.add_subcommand(name, description)->allow_extras();
+}
+
+}  // namespace distml::cli
