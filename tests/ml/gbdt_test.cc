@@ -101,7 +101,11 @@ TEST(GBDT, TreesAreIdenticalForEveryWorldSize) {
   stopping.learning_rate = 0.5;
   auto l2 = base;
   l2.l2_regularization = 1.5;
+  auto sampled = base;  // rows by global index, features by one shared draw
+  sampled.subsample = 0.7;
+  sampled.colsample_bytree = 0.6;
   const WorldSizeCase cases[] = {
+      {"row and feature samples", integer_blobs(290, 5, 3, 7), sampled},
       {"binary", integer_blobs(301, 3, 2, 1), base},
       {"multiclass", integer_blobs(299, 4, 4, 2), base},
       {"regression", integer_regression(310, 3), base},
@@ -222,6 +226,58 @@ TEST(GBDT, LeavesRespectMinSamplesLeafAndMaxLeafNodes) {
     EXPECT_LE(depth_of(t), 2);
     EXPECT_LE(t.nodes.size(), 7u);
   }
+}
+
+// A tree grown on a sample of the rows still adds its value to every row's output: the rows
+// outside the sample walk the tree on their bins, and must land where predict puts them.
+TEST(GBDT, RowsOutsideTheSampleGetTheTreesValue) {
+  const LocalData d = integer_blobs(200, 3, 2, 21);
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& c) {
+    const auto bins = FeatureBins::fit(d, 255, c);
+    const auto binned = bins.bin_rows(d);
+    TreeGrower grower(bins, binned, d.rows, {.max_leaf_nodes = 6, .min_samples_leaf = 5});
+    std::vector<double> g(d.rows), h(d.rows, 1.0), out(d.rows, 0.0);
+    for (std::size_t i = 0; i < d.rows; ++i) g[i] = d.y[i] == 1 ? -1.0 : 1.0;
+    TreeSample sample{.all_rows = false};
+    for (std::uint32_t i = 0; i < d.rows; i += 3) sample.rows.push_back(i);
+    const GBDTTree tree = grower.grow(g, h, c, out.data(), 1, sample);
+    ASSERT_GT(tree.nodes.size(), 3u);
+    EXPECT_EQ(tree.nodes[0].samples, static_cast<std::int64_t>(sample.rows.size()));
+    for (std::size_t i = 0; i < d.rows; ++i) EXPECT_EQ(out[i], tree.predict(d.row(i))) << i;
+  });
+}
+
+TEST(GBDT, MinChildWeightBoundsEachSidesHessian) {
+  const LocalData d = integer_regression(300, 22);
+  GBDTOptions o;
+  o.max_iter = 3;
+  o.min_samples_leaf = 1;
+  o.min_child_weight = 151;  // squared error: one unit of hessian per row, 300 in all
+  const GBDT stumps = fit_on(2, d, o);
+  for (const auto& t : stumps.trees()) EXPECT_EQ(t.nodes.size(), 1u);
+  o.min_child_weight = 100;
+  const GBDT split = fit_on(2, d, o);
+  std::size_t nodes = 0;
+  for (const auto& t : split.trees())
+    for (const auto& n : t.nodes) {
+      EXPECT_GE(n.samples, 100);
+      ++nodes;
+    }
+  EXPECT_GT(nodes, split.trees().size());  // and some did split
+}
+
+// The target depends on feature 0 alone: it takes nearly all the split gain.
+TEST(GBDT, FeatureImportancesAreTheShareOfTheGain) {
+  LocalData d = integer_regression(400, 23);
+  for (std::size_t i = 0; i < d.rows; ++i) d.targets[i] = 2 * d.row(i)[0];
+  GBDTOptions o;
+  o.max_iter = 10;
+  const auto importances = fit_on(2, d, o).feature_importances();
+  ASSERT_EQ(importances.size(), d.features);
+  double total = 0;
+  for (double v : importances) total += v;
+  EXPECT_NEAR(total, 1, 1e-12);
+  EXPECT_GT(importances[0], 0.9);
 }
 
 TEST(GBDT, JsonRoundTripPredictsTheSame) {

@@ -3,17 +3,21 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "distml/core/error.h"
 #include "distml/ml/estimator_support.h"
 #include "distml/ml/exact_sum.h"
 #include "distml/ml/gbdt_binning.h"
+#include "distml/ml/kmeans_local.h"
 #include "distml/ml/preprocessing.h"
 
 namespace distml::ml {
 namespace {
 
 constexpr std::string_view kName = "gbdt";
+// derive_seed streams of the row and feature samples.
+constexpr std::uint64_t kRowStream = 0x726f7773, kColumnStream = 0x636f6c73;
 
 void validate(const GBDTOptions& o) {
   require_option(o.loss == "auto" || o.loss == "log_loss" || o.loss == "squared_error", kName,
@@ -29,6 +33,10 @@ void validate(const GBDTOptions& o) {
                  "\"leafwise\" or \"depthwise\"");
   require_option(o.min_samples_leaf >= 1, kName, "min_samples_leaf", "at least 1");
   require_option(o.l2_regularization >= 0, kName, "l2_regularization", "non-negative");
+  require_option(o.min_child_weight >= 0, kName, "min_child_weight", "non-negative");
+  require_option(o.subsample > 0 && o.subsample <= 1, kName, "subsample", "in (0, 1]");
+  require_option(o.colsample_bytree > 0 && o.colsample_bytree <= 1, kName, "colsample_bytree",
+                 "in (0, 1]");
   require_option(o.max_bins >= 2 && o.max_bins <= 255, kName, "max_bins", "in [2, 255]");
   require_option(o.validation_fraction > 0 && o.validation_fraction < 1, kName,
                  "validation_fraction", "in (0, 1)");
@@ -136,6 +144,7 @@ nlohmann::json tree_to_json(const GBDTTree& t) {
     nodes.push_back({{"feature", n.feature},
                      {"threshold", n.threshold},
                      {"missing_left", n.missing_left},
+                     {"gain", n.gain},
                      {"left", n.left},
                      {"right", n.right},
                      {"value", n.value},
@@ -150,6 +159,7 @@ GBDTTree tree_from_json(const nlohmann::json& j, std::size_t features) {
     n.feature = model_field(jn, "feature", kName).get<int>();
     n.threshold = model_field(jn, "threshold", kName).get<double>();
     n.missing_left = jn.value("missing_left", false);  // absent in files from before it
+    n.gain = jn.value("gain", 0.0);
     n.left = model_field(jn, "left", kName).get<int>();
     n.right = model_field(jn, "right", kName).get<int>();
     n.value = model_field(jn, "value", kName).get<double>();
@@ -190,6 +200,12 @@ void set_option(GBDTOptions& options, std::string_view key, std::string_view val
     o.min_samples_leaf = parse_int_option(key, value);
   else if (key == "l2_regularization")
     o.l2_regularization = parse_double_option(key, value);
+  else if (key == "min_child_weight")
+    o.min_child_weight = parse_double_option(key, value);
+  else if (key == "subsample")
+    o.subsample = parse_double_option(key, value);
+  else if (key == "colsample_bytree")
+    o.colsample_bytree = parse_double_option(key, value);
   else if (key == "max_bins")
     o.max_bins = parse_int_option(key, value);
   else if (key == "early_stopping")
@@ -203,11 +219,11 @@ void set_option(GBDTOptions& options, std::string_view key, std::string_view val
   else if (key == "seed")
     o.seed = parse_uint64_option(key, value);
   else
-    throw_unknown_option(
-        kName, key,
-        {"loss", "max_iter", "learning_rate", "max_leaf_nodes", "max_depth", "growth",
-         "min_samples_leaf", "l2_regularization", "max_bins", "early_stopping",
-         "validation_fraction", "n_iter_no_change", "tol", "seed"});
+    throw_unknown_option(kName, key,
+                         {"loss", "max_iter", "learning_rate", "max_leaf_nodes", "max_depth",
+                          "growth", "min_samples_leaf", "min_child_weight", "l2_regularization",
+                          "subsample", "colsample_bytree", "max_bins", "early_stopping",
+                          "validation_fraction", "n_iter_no_change", "tol", "seed"});
   validate(o);
   options = std::move(o);
 }
@@ -237,10 +253,10 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
 
   const auto bins = FeatureBins::fit(fit_rows, options_.max_bins, comm);
   const auto binned = bins.bin_rows(fit_rows);
-  TreeGrower grower(
-      bins, binned, fit_rows.rows,
-      {options_.max_leaf_nodes, options_.max_depth, options_.growth == "depthwise",
-       options_.min_samples_leaf, options_.l2_regularization, options_.learning_rate});
+  TreeGrower grower(bins, binned, fit_rows.rows,
+                    {options_.max_leaf_nodes, options_.max_depth, options_.growth == "depthwise",
+                     options_.min_samples_leaf, options_.min_child_weight,
+                     options_.l2_regularization, options_.learning_rate});
   const Loss l(loss, outputs);
 
   loss_ = loss;
@@ -265,6 +281,32 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
   };
   if (options_.early_stopping) record_validation_loss();
 
+  // Each tree's sample: a row's membership depends on its global index and the tree alone (not
+  // on the rank holding it), the features are one seeded draw that every rank makes alike.
+  const auto first_row =
+      static_cast<std::uint64_t>(exclusive_prefix(comm, static_cast<std::int64_t>(fit_rows.rows)));
+  const auto sample_for = [&](int round, std::size_t k) {
+    TreeSample s;
+    const std::uint64_t tree = static_cast<std::uint64_t>(round) * outputs + k;
+    if (options_.subsample < 1) {
+      s.all_rows = false;
+      const std::uint64_t seed = derive_seed(options_.seed, kRowStream, tree);
+      for (std::size_t i = 0; i < fit_rows.rows; ++i)
+        if (in_test_split(first_row + i, options_.subsample, seed))
+          s.rows.push_back(static_cast<std::uint32_t>(i));
+    }
+    if (options_.colsample_bytree < 1) {
+      std::vector<std::size_t> order(features_);
+      std::iota(order.begin(), order.end(), std::size_t{0});
+      data::SplitMix64 rng(derive_seed(options_.seed, kColumnStream, tree));
+      for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.next() % i]);
+      const auto keep = std::max<std::size_t>(
+          1, static_cast<std::size_t>(std::ceil(options_.colsample_bytree * features_)));
+      s.features.assign(features_, false);
+      for (std::size_t i = 0; i < keep; ++i) s.features[order[i]] = true;
+    }
+    return s;
+  };
   std::vector<double> g, h, row;
   const double n = static_cast<double>(fit_rows.global_rows);
   const std::size_t rows = fit_rows.rows;
@@ -274,7 +316,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
       const std::span<double> gk(g.data() + k * rows, rows), hk(h.data() + k * rows, rows);
       round_for_exact_sums(comm, gk, n);
       round_for_exact_sums(comm, hk, n);
-      trees_.push_back(grower.grow(gk, hk, comm, raw.data() + k, outputs));
+      trees_.push_back(grower.grow(gk, hk, comm, raw.data() + k, outputs, sample_for(round, k)));
       for (std::size_t i = 0; i < validation.rows; ++i)
         raw_validation[i * outputs + k] += trees_.back().predict(validation.dense_row(i, row));
     }
@@ -283,6 +325,20 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
     record_validation_loss();
     if (should_stop(validation_loss_, options_.n_iter_no_change, options_.tol)) break;
   }
+}
+
+std::vector<double> GBDT::feature_importances() const {
+  std::vector<double> gain(features_, 0.0);
+  double total = 0;
+  for (const GBDTTree& t : trees_)
+    for (const GBDTNode& n : t.nodes)
+      if (!n.is_leaf()) {
+        gain[static_cast<std::size_t>(n.feature)] += n.gain;
+        total += n.gain;
+      }
+  if (total > 0)
+    for (double& g : gain) g /= total;
+  return gain;
 }
 
 void GBDT::check_fitted(std::string_view what) const {
@@ -370,6 +426,7 @@ nlohmann::json GBDT::to_json() const {
           {"baseline", baseline_},
           {"iterations", iterations_},
           {"validation_loss", validation_loss_},
+          {"feature_importances", feature_importances()},  // for readers; not read back
           {"trees", trees}};
 }
 

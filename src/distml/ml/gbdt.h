@@ -32,8 +32,11 @@ struct GBDTOptions {
   int max_depth = 0;                // 0: no limit; edges from the root to the deepest leaf
   std::string growth = "leafwise";  // leafwise (largest gain first) | depthwise
   int min_samples_leaf = 20;
+  double min_child_weight = 1e-3;  // least hessian on each side of a split (XGBoost's name)
   double l2_regularization = 0;
-  int max_bins = 255;  // at most 255
+  double subsample = 1;         // share of the rows each round grows on (by global row index)
+  double colsample_bytree = 1;  // share of the features each tree may split on
+  int max_bins = 255;           // at most 255
   bool early_stopping = false;
   double validation_fraction = 0.1;  // rows held out by a hash of (seed, global row index)
   int n_iter_no_change = 10;
@@ -44,7 +47,8 @@ struct GBDTOptions {
 /// As JSON, one field per option (model files); fields a file lacks take their defaults.
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(GBDTOptions, loss, max_iter, learning_rate,
                                                 max_leaf_nodes, max_depth, growth, min_samples_leaf,
-                                                l2_regularization, max_bins, early_stopping,
+                                                min_child_weight, l2_regularization, subsample,
+                                                colsample_bytree, max_bins, early_stopping,
                                                 validation_fraction, n_iter_no_change, tol, seed)
 
 /// Sets the option named `key` from its text ("max_iter", "50"). ConfigError naming the key
@@ -87,6 +91,9 @@ class GBDT {
   /// Round-major: tree k of round i is trees()[i * outputs() + k].
   const std::vector<GBDTTree>& trees() const { return trees_; }
   const std::vector<double>& baseline() const { return baseline_; }
+  /// Each feature's share of the total split gain over all trees (sums to 1; all 0 without a
+  /// split), as XGBoost's "total_gain" importance normalised.
+  std::vector<double> feature_importances() const;
   /// Mean validation loss before the first round and after each (early_stopping only).
   const std::vector<double>& validation_loss() const { return validation_loss_; }
 

@@ -8,13 +8,7 @@
 #include "distml/core/error.h"
 
 namespace distml::ml {
-namespace {
-
-// As scikit-learn's min_hessian_to_split: a child needs this much hessian, which keeps leaf
-// values finite when every row of a node is already fitted.
-constexpr double kMinHessian = 1e-3;
-
-}  // namespace
+namespace {}  // namespace
 
 double GBDTTree::predict(const double* x) const {
   int n = 0;
@@ -52,6 +46,7 @@ void TreeGrower::build_histogram(const Leaf& leaf, std::span<const double> g,
     const std::uint8_t* b = binned_.data() + r * features;
     const double gr = g[r], hr = h[r];
     for (std::size_t a = 0; a < active; ++a) {
+      if (!allowed_[a]) continue;
       double* e = hist + 3 * (offset_[a] + b[active_[a]]);
       e[0] += gr;
       e[1] += hr;
@@ -64,7 +59,7 @@ void TreeGrower::build_histogram(const Leaf& leaf, std::span<const double> g,
 }
 
 bool TreeGrower::may_split(const Leaf& leaf) const {
-  return leaf.count >= 2.0 * options_.min_samples_leaf && leaf.h >= 2 * kMinHessian &&
+  return leaf.count >= 2.0 * options_.min_samples_leaf && leaf.h >= 2 * options_.min_child_weight &&
          (options_.max_depth == 0 || leaf.depth < options_.max_depth) && !active_.empty();
 }
 
@@ -75,6 +70,7 @@ void TreeGrower::find_best_split(Leaf& leaf) const {
   const double min_rows = options_.min_samples_leaf;
   const double parent = leaf.g * leaf.g / (leaf.h + l2);
   for (std::size_t a = 0; a < active_.size(); ++a) {
+    if (!allowed_[a]) continue;
     const int bins = bins_.bins(static_cast<std::size_t>(active_[a]));
     const double* e = leaf.hist.data() + 3 * offset_[a];
     const double* missing = e + 3 * bins;
@@ -90,7 +86,7 @@ void TreeGrower::find_best_split(Leaf& leaf) const {
         if (cl < min_rows) continue;
         if (leaf.count - cl < min_rows) break;
         const double hr = leaf.h - hl, gr = leaf.g - gl;
-        if (hl < kMinHessian || hr < kMinHessian) continue;
+        if (hl < options_.min_child_weight || hr < options_.min_child_weight) continue;
         const double gain = gl * gl / (hl + l2) + gr * gr / (hr + l2) - parent;
         if (gain > leaf.best.gain)
           leaf.best = {gain, static_cast<int>(a), b, missing_left, gl, hl, cl};
@@ -136,6 +132,8 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
                          ? edges[s.bin]
                          : std::numeric_limits<double>::max();
     node.missing_left = s.missing_left;
+    node.gain = s.gain;
+    split_bin_[static_cast<std::size_t>(parent.node)] = s.bin;
     node.left = left_node;
     node.right = left_node + 1;
     Pair p{{left_node, parent.begin, mid_index, parent.depth + 1, s.g, s.h, s.count, {}, {}},
@@ -151,6 +149,7 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
            false};
     tree.nodes.push_back({.samples = static_cast<std::int64_t>(p.left.count)});
     tree.nodes.push_back({.samples = static_cast<std::int64_t>(p.right.count)});
+    split_bin_.resize(tree.nodes.size(), -1);
     p.needs_histograms = may_split(p.left) || may_split(p.right);
     if (p.needs_histograms) {
       const Leaf& smaller = p.left.count <= p.right.count ? p.left : p.right;
@@ -184,15 +183,37 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
   for (auto& p : pairs) leaves.push_back(std::move(p.right));
 }
 
+int TreeGrower::leaf_of(const GBDTTree& tree, std::uint32_t row) const {
+  const std::uint8_t* b = binned_.data() + row * bins_.features();
+  int n = 0;
+  while (!tree.nodes[n].is_leaf()) {
+    const GBDTNode& node = tree.nodes[n];
+    const auto f = static_cast<std::size_t>(node.feature);
+    const bool left = b[f] == bins_.missing_bin(f) ? node.missing_left : b[f] <= split_bin_[n];
+    n = left ? node.left : node.right;
+  }
+  return n;
+}
+
 GBDTTree TreeGrower::grow(std::span<const double> gradients, std::span<const double> hessians,
-                          comm::Communicator& comm, double* outputs, std::size_t stride) {
+                          comm::Communicator& comm, double* outputs, std::size_t stride,
+                          const TreeSample& sample) {
   DML_CHECK_EQ(gradients.size(), rows_count_, "gradients");
   DML_CHECK_EQ(hessians.size(), rows_count_, "hessians");
-  rows_.resize(rows_count_);
-  std::iota(rows_.begin(), rows_.end(), 0u);
+  if (sample.all_rows) {
+    rows_.resize(rows_count_);
+    std::iota(rows_.begin(), rows_.end(), 0u);
+  } else {
+    rows_ = sample.rows;
+  }
+  allowed_.assign(active_.size(), true);
+  if (!sample.features.empty())
+    for (std::size_t a = 0; a < active_.size(); ++a)
+      allowed_[a] = sample.features[static_cast<std::size_t>(active_[a])];
+  split_bin_.assign(1, -1);
 
   std::vector<Leaf> leaves;
-  leaves.push_back({0, 0, rows_count_, 0, 0, 0, 0, std::vector<double>(hist_size_), {}});
+  leaves.push_back({0, 0, rows_.size(), 0, 0, 0, 0, std::vector<double>(hist_size_), {}});
   Leaf& root = leaves[0];
   build_histogram(root, gradients, hessians, root.hist.data());
   comm.allreduce(comm::view(root.hist));
@@ -230,6 +251,12 @@ GBDTTree TreeGrower::grow(std::span<const double> gradients, std::span<const dou
     const double v = leaf_value(leaf);
     tree.nodes[leaf.node].value = v;
     for (std::size_t p = leaf.begin; p < leaf.end; ++p) outputs[rows_[p] * stride] += v;
+  }
+  if (rows_.size() < rows_count_) {  // the rows left out of the sample
+    std::vector<bool> grown(rows_count_, false);
+    for (std::uint32_t r : rows_) grown[r] = true;
+    for (std::uint32_t r = 0; r < rows_count_; ++r)
+      if (!grown[r]) outputs[r * stride] += tree.nodes[leaf_of(tree, r)].value;
   }
   return tree;
 }

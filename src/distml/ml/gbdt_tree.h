@@ -33,6 +33,7 @@ namespace distml::ml {
 
 struct GBDTNode {
   int feature = -1;           // -1 for a leaf
+  double gain = 0;            // the split's gain (feature importances)
   double threshold = 0;       // rows with x[feature] <= threshold go left
   bool missing_left = false;  // where a row missing x[feature] (NaN) goes
   int left = -1, right = -1;
@@ -53,8 +54,17 @@ struct TreeGrowthOptions {
   int max_depth = 0;        // 0: no limit; the root is at depth 0
   bool depthwise = false;
   int min_samples_leaf = 20;
+  double min_child_weight = 1e-3;  // least hessian on each side of a split
   double l2_regularization = 0;
   double learning_rate = 0.1;
+};
+
+/// Which rows and features a tree may use (XGBoost's subsample and colsample_bytree): the
+/// same features on every rank, each rank's own rows.
+struct TreeSample {
+  bool all_rows = true;
+  std::vector<std::uint32_t> rows;  // otherwise these local row ids, increasing
+  std::vector<bool> features;       // by feature index; empty: all
 };
 
 /// Grows trees on one rank's binned rows. Keeps the row partition and histograms between trees.
@@ -66,9 +76,11 @@ class TreeGrower {
              TreeGrowthOptions options);
 
   /// Collective. Grows a tree on gradients and hessians (one per local row, already rounded
-  /// for exact sums) and adds each row's leaf value to outputs[row * stride].
+  /// for exact sums) of the sampled rows and features, and adds each row's leaf value (every
+  /// row's, sampled or not) to outputs[row * stride].
   GBDTTree grow(std::span<const double> gradients, std::span<const double> hessians,
-                comm::Communicator& comm, double* outputs, std::size_t stride);
+                comm::Communicator& comm, double* outputs, std::size_t stride,
+                const TreeSample& sample = {});
 
  private:
   struct Split {
@@ -96,6 +108,9 @@ class TreeGrower {
                     comm::Communicator& comm);
   double leaf_value(const Leaf& leaf) const;
 
+  // The leaf a local row falls in, walking `tree` on its bins (split_bin_: each node's bin).
+  int leaf_of(const GBDTTree& tree, std::uint32_t row) const;
+
   const FeatureBins& bins_;
   const std::vector<std::uint8_t>& binned_;
   std::size_t rows_count_;
@@ -104,6 +119,8 @@ class TreeGrower {
   std::vector<std::size_t> offset_;  // first histogram bin of active_[a]
   std::size_t hist_size_ = 0;        // 3 * (bins + a missing bin of active features + 1 for totals)
   std::vector<std::uint32_t> rows_;  // local row ids, grouped by leaf
+  std::vector<bool> allowed_;        // by active_ index: in the tree's feature sample
+  std::vector<int> split_bin_;       // by node of the tree being grown
 };
 
 }  // namespace distml::ml
