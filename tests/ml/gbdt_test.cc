@@ -13,29 +13,10 @@
 namespace distml::ml {
 namespace {
 
+using testing::integer_blobs;
+using testing::integer_regression;
 using testing::make_blobs;
 using testing::on_ranks;
-
-// Blobs with features rounded to integers (about 50 distinct values each), so that the bins
-// and hence the model must be the same for every world size.
-LocalData integer_blobs(std::size_t rows, std::size_t features, std::int64_t classes,
-                        std::uint64_t seed, double spread = 1.5) {
-  auto d = make_blobs(rows, features, classes, seed, spread);
-  for (double& x : d.x) x = std::round(4 * x);
-  return d;
-}
-
-LocalData integer_regression(std::size_t rows, std::uint64_t seed) {
-  auto d = integer_blobs(rows, 4, 2, seed);
-  d.y.clear();
-  d.num_classes = 0;
-  d.targets.resize(rows);
-  for (std::size_t i = 0; i < rows; ++i) {
-    const double* x = d.row(i);
-    d.targets[i] = 0.3 * x[0] - 0.2 * x[1] + 3 * std::sin(x[2] / 4) + 0.1 * std::cos(7.0 * i);
-  }
-  return d;
-}
 
 // Rows [begin, end) of `all`.
 LocalData rows_of(const LocalData& all, std::size_t begin, std::size_t end) {
@@ -238,7 +219,7 @@ TEST(GBDT, RowsOutsideTheSampleGetTheTreesValue) {
     TreeGrower grower(bins, binned, d.rows, {.max_leaf_nodes = 6, .min_samples_leaf = 5});
     std::vector<double> g(d.rows), h(d.rows, 1.0), out(d.rows, 0.0);
     for (std::size_t i = 0; i < d.rows; ++i) g[i] = d.y[i] == 1 ? -1.0 : 1.0;
-    TreeSample sample{.all_rows = false};
+    TreeSample sample{.all_rows = false, .rows = {}, .features = {}};
     for (std::uint32_t i = 0; i < d.rows; i += 3) sample.rows.push_back(i);
     const GBDTTree tree = grower.grow(g, h, c, out.data(), 1, sample);
     ASSERT_GT(tree.nodes.size(), 3u);

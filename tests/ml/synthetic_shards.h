@@ -39,6 +39,28 @@ inline LocalData make_blobs(std::size_t rows, std::size_t features, std::int64_t
   return d;
 }
 
+/// Blobs with features rounded to integers (about 50 distinct values each), so that tree models
+/// binning them must be the same for every world size.
+inline LocalData integer_blobs(std::size_t rows, std::size_t features, std::int64_t classes,
+                               std::uint64_t seed, double spread = 1.5) {
+  auto d = make_blobs(rows, features, classes, seed, spread);
+  for (double& x : d.x) x = std::round(4 * x);
+  return d;
+}
+
+/// integer_blobs with a smooth real-valued target of the features instead of classes.
+inline LocalData integer_regression(std::size_t rows, std::uint64_t seed) {
+  auto d = integer_blobs(rows, 4, 2, seed);
+  d.y.clear();
+  d.num_classes = 0;
+  d.targets.resize(rows);
+  for (std::size_t i = 0; i < rows; ++i) {
+    const double* x = d.row(i);
+    d.targets[i] = 0.3 * x[0] - 0.2 * x[1] + 3 * std::sin(x[2] / 4) + 0.1 * std::cos(7.0 * i);
+  }
+  return d;
+}
+
 /// Rank `rank`'s block of `all` when cut into `parts` contiguous row ranges.
 inline LocalData shard(const LocalData& all, int parts, int rank) {
   const auto b = comm::block_range(all.rows, parts, rank);

@@ -7,6 +7,7 @@
 #include "distml/ml/linear_svc.h"
 #include "distml/ml/logistic_regression.h"
 #include "distml/ml/naive_bayes.h"
+#include "distml/ml/random_forest.h"
 
 namespace distml::ml {
 namespace {
@@ -36,7 +37,7 @@ class Adapter final : public Estimator {
   }
   bool regression() const override {
     if constexpr (requires { model_.loss(); })
-      return (model_.loss().empty() ? options_.loss : model_.loss()) == "squared_error";
+      return model_.loss() == "squared_error";
     else
       return false;
   }
@@ -54,7 +55,7 @@ class Adapter final : public Estimator {
       if (gives_probabilities()) return model_.predict_proba(data);
     throw UsageError(cat(name_,
                          ": gives no class probabilities (logistic_regression, the naive "
-                         "Bayes and gbdt classifiers do)"));
+                         "Bayes, gbdt and random_forest classifiers do)"));
   }
   double score(const LocalData& data, comm::Communicator& comm) const override {
     return model_.score(data, comm);
@@ -104,6 +105,8 @@ const std::vector<Entry>& registry() {
       entry<GaussianNB, GaussianNBOptions>("gaussian_nb", "nb", {}),
       entry<MultinomialNB, MultinomialNBOptions>("multinomial_nb", "", {.sparse = true}),
       entry<GBDT, GBDTOptions>("gbdt", "", {.sparse = true, .missing = true}),
+      entry<RandomForest, RandomForestOptions>("random_forest", "rf",
+                                               {.sparse = true, .missing = true}),
       entry<GaussianMixture, GaussianMixtureOptions>("gaussian_mixture", "gmm",
                                                      {.supervised = false}),
   };

@@ -73,6 +73,44 @@ double logistic_loss(double margin) {
   return std::log1p(std::exp(-std::abs(margin))) + std::max(-margin, 0.0);
 }
 
+double global_r2(comm::Communicator& comm, const LocalData& data,
+                 const std::vector<double>& predicted, std::string_view who) {
+  DML_CHECK_EQ(predicted.size(), data.rows, "one prediction per row");
+  std::string error;
+  if (data.targets.size() != data.rows) error = cat(who, ": score needs a target per row");
+  throw_if_any_rank_failed(comm, error);
+  std::vector<double> sums{0, static_cast<double>(data.rows)};
+  for (double t : data.targets) sums[0] += t;
+  allreduce_sum(comm, sums);
+  if (sums[1] == 0) throw DataError(cat(who, ": score: no rows on any rank"));
+  const double mean = sums[0] / sums[1];
+  std::vector<double> squares{0, 0};  // residual, total
+  for (std::size_t i = 0; i < data.rows; ++i) {
+    squares[0] += (data.targets[i] - predicted[i]) * (data.targets[i] - predicted[i]);
+    squares[1] += (data.targets[i] - mean) * (data.targets[i] - mean);
+  }
+  allreduce_sum(comm, squares);
+  return squares[1] > 0 ? 1 - squares[0] / squares[1] : (squares[0] == 0 ? 1.0 : 0.0);
+}
+
+std::string check_tree_shard(const LocalData& d, bool regression, std::string_view who) {
+  if (std::string shape = shape_problem(d, who); !shape.empty()) return shape;
+  std::string error;
+  for (std::size_t i = 0; i < d.rows && error.empty(); ++i)
+    d.for_each_entry(i, [&](std::size_t j, double v) {
+      if (error.empty() && std::isinf(v))
+        error = cat(who, ": row ", i, " feature ", j, " is infinite");
+    });
+  if (!error.empty()) return error;
+  if (!regression) return check_classification_shard(d, who);
+  if (d.targets.size() != d.rows)
+    return cat(who, ": regression needs a real-valued target per row; targets holds ",
+               d.targets.size(), " for ", d.rows, " rows");
+  for (double t : d.targets)
+    if (!std::isfinite(t)) return cat(who, ": a target is not finite");
+  return {};
+}
+
 double log_sum_exp(const double* z, std::size_t n) {
   double m = -std::numeric_limits<double>::infinity();
   for (std::size_t k = 0; k < n; ++k) m = std::max(m, z[k]);

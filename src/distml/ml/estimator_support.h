@@ -32,6 +32,17 @@ void check_shards_agree(comm::Communicator& comm, const LocalData& data, std::st
 double global_accuracy(comm::Communicator& comm, const LocalData& data,
                        const std::vector<std::int64_t>& predicted);
 
+/// Collective: the coefficient of determination R^2 of `predicted` against data.targets over
+/// all ranks' rows (1 for a perfect fit of constant targets). DataError naming `who` on every
+/// rank when a rank lacks targets or no rank has a row.
+double global_r2(comm::Communicator& comm, const LocalData& data,
+                 const std::vector<double>& predicted, std::string_view who);
+
+/// What is wrong with this rank's shard for a tree model called `who` (empty when nothing):
+/// shape, infinite features (NaN is missing and allowed), then class ids or, for `regression`,
+/// a finite target per row.
+std::string check_tree_shard(const LocalData& data, bool regression, std::string_view who);
+
 /// log(sum_k exp(z[k])) without overflow; -inf entries contribute nothing.
 double log_sum_exp(const double* z, std::size_t n);
 

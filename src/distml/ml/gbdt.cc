@@ -44,25 +44,6 @@ void validate(const GBDTOptions& o) {
   require_option(o.tol >= 0, kName, "tol", "non-negative");
 }
 
-// What is wrong with this rank's shard for `loss` (empty when nothing).
-std::string check_shard(const LocalData& d, const std::string& loss) {
-  if (std::string shape = shape_problem(d, kName); !shape.empty()) return shape;
-  std::string error;
-  for (std::size_t i = 0; i < d.rows && error.empty(); ++i)
-    d.for_each_entry(i, [&](std::size_t j, double v) {
-      if (error.empty() && std::isinf(v))
-        error = cat(kName, ": row ", i, " feature ", j, " is infinite");
-    });
-  if (!error.empty()) return error;
-  if (loss == "log_loss") return check_classification_shard(d, kName);
-  if (d.targets.size() != d.rows)
-    return cat(kName, ": loss squared_error needs a real-valued target per row; targets holds ",
-               d.targets.size(), " for ", d.rows, " rows");
-  for (double t : d.targets)
-    if (!std::isfinite(t)) return cat(kName, ": a target is not finite");
-  return {};
-}
-
 // The loss of each row at raw scores z (rows x k), and its gradients and hessians (k x rows,
 // class-major so that each tree gets one contiguous span).
 class Loss {
@@ -235,7 +216,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
   const std::string loss = options_.loss != "auto" ? options_.loss
                            : data.num_classes > 0  ? "log_loss"
                                                    : "squared_error";
-  throw_if_any_rank_failed(comm, check_shard(data, loss));
+  throw_if_any_rank_failed(comm, check_tree_shard(data, loss == "squared_error", kName));
   check_shards_agree(comm, data, kName);
   const std::size_t outputs =
       loss == "log_loss" && data.num_classes > 2 ? static_cast<std::size_t>(data.num_classes) : 1;
@@ -394,22 +375,7 @@ std::vector<double> GBDT::predict_values(const LocalData& data) const {
 
 double GBDT::score(const LocalData& data, comm::Communicator& comm) const {
   if (classifier()) return global_accuracy(comm, data, predict(data));
-  const auto p = predict_values(data);
-  std::string error;
-  if (data.targets.size() != data.rows) error = cat(kName, ": score needs a target per row");
-  throw_if_any_rank_failed(comm, error);
-  std::vector<double> sums{0, static_cast<double>(data.rows)};
-  for (double t : data.targets) sums[0] += t;
-  allreduce_sum(comm, sums);
-  if (sums[1] == 0) throw DataError(cat(kName, ": score: no rows on any rank"));
-  const double mean = sums[0] / sums[1];
-  std::vector<double> squares{0, 0};  // residual, total
-  for (std::size_t i = 0; i < data.rows; ++i) {
-    squares[0] += (data.targets[i] - p[i]) * (data.targets[i] - p[i]);
-    squares[1] += (data.targets[i] - mean) * (data.targets[i] - mean);
-  }
-  allreduce_sum(comm, squares);
-  return squares[1] > 0 ? 1 - squares[0] / squares[1] : (squares[0] == 0 ? 1.0 : 0.0);
+  return global_r2(comm, data, predict_values(data), kName);
 }
 
 nlohmann::json GBDT::to_json() const {

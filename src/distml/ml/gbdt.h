@@ -80,8 +80,8 @@ class GBDT {
   static GBDT from_json(const nlohmann::json& j);
 
   const GBDTOptions& options() const { return options_; }
-  /// The loss fitted: log_loss or squared_error (auto resolved).
-  const std::string& loss() const { return loss_; }
+  /// The loss fitted: log_loss or squared_error (auto resolved); before fit, the option.
+  const std::string& loss() const { return loss_.empty() ? options_.loss : loss_; }
   std::int64_t num_classes() const { return num_classes_; }
   std::size_t features() const { return features_; }
   /// Trees per round: num_classes for softmax, else 1.
