@@ -8,6 +8,9 @@ Cases (each rep runs distml, then scikit-learn, on the same data; medians of --r
                  round (fit time / rounds), test accuracy; HistGradientBoostingClassifier
   gbdt_missing   the same GBDT on digits (70/30 split) with 20% of the feature values removed
                  at random (seeded), taken as missing by both; test accuracy and fit time
+  rf_digits      random forest, 100 trees, scikit-learn's defaults (sqrt features, bootstrap,
+                 fully grown), on digits (70/30 split); test accuracy and fit time
+  rf_mnist       the same forest on MNIST (train 60000, test 10000)
   gmm_digits     Gaussian mixture, 10 components, full covariances, n_init 3, on digits
                  (standardised); mean log-likelihood on the training rows and fit time, each
                  the mean over 10 seeds
@@ -28,7 +31,7 @@ import time
 
 import numpy as np
 from sklearn.cluster import KMeans
-from sklearn.ensemble import HistGradientBoostingClassifier
+from sklearn.ensemble import HistGradientBoostingClassifier, RandomForestClassifier
 from sklearn.linear_model import LogisticRegression
 from sklearn.mixture import GaussianMixture
 from sklearn.preprocessing import StandardScaler
@@ -129,7 +132,7 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--cases", default="kmeans_mnist,kmeans_synth,logreg_mnist,gbdt_mnist,"
-                                      "gbdt_missing,gmm_digits")
+                                      "gbdt_missing,gmm_digits,rf_digits,rf_mnist")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     a = p.parse_args()
     cases = a.cases.split(",")
@@ -174,6 +177,21 @@ def main():
                 m, fit_s = sklearn_gbdt(xtr_m, ytr_m)
                 emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
                      test_accuracy=m.score(xte_m, yte_m))
+            elif case.startswith("rf_"):
+                if case == "rf_mnist":
+                    x, y, xt, yt, args = xtr, ytr, xte, yte, ["--data", MNIST]
+                else:
+                    x, xt, y, yt, (train, test) = digits_tables(0.0)
+                    args = ["--data", train, "--test", test]
+                d = distml(a.build, ["random_forest", *args, "--set", f"seed={rep}"], 2)
+                emit(rows, case=case, impl="distml", np=2, rep=rep, fit_s=d["fit_time_s"],
+                     test_accuracy=d["test_score"])
+                with threadpool_limits(2):
+                    t = time.perf_counter()
+                    m = RandomForestClassifier(100, n_jobs=2, random_state=rep).fit(x, y)
+                    fit_s = time.perf_counter() - t
+                emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
+                     test_accuracy=m.score(xt, yt))
             elif case == "gmm_digits":
                 # One fit's optimum depends on its seed for both libraries (54 to 65 for
                 # scikit-learn alone), so each rep compares the means over 10 seeds.
@@ -221,7 +239,7 @@ def summarize(rows):
     if med("gbdt_mnist", "distml", "round_s") is not None:
         d, s = med("gbdt_mnist", "distml", "round_s"), med("gbdt_mnist", "sklearn", "round_s")
         print(f"| gbdt_mnist s/round | {d:.3f} | | {s:.3f} | {d / s:.2f} | |")
-    for case in ("gbdt_missing", "gmm_digits"):
+    for case in ("gbdt_missing", "gmm_digits", "rf_digits", "rf_mnist"):
         if med(case, "distml", "fit_s") is not None:
             d, s = med(case, "distml", "fit_s"), med(case, "sklearn", "fit_s")
             print(f"| {case} fit s | {d:.2f} | | {s:.2f} | {d / s:.2f} | |")
@@ -230,7 +248,7 @@ def summarize(rows):
         s = med("gmm_digits", "sklearn", "mean_log_likelihood")
         print(f"\ngmm_digits mean log-likelihood: distml {d:.3f}, scikit-learn {s:.3f} "
               f"({100 * (d - s) / abs(s):+.2f}%)")
-    for case in ("logreg_mnist", "gbdt_mnist", "gbdt_missing"):
+    for case in ("logreg_mnist", "gbdt_mnist", "gbdt_missing", "rf_digits", "rf_mnist"):
         if med(case, "distml", "test_accuracy") is not None:
             print(f"\n{case} test accuracy: distml "
                   f"{100 * med(case, 'distml', 'test_accuracy'):.2f}%, scikit-learn "

@@ -83,16 +83,25 @@ expect 0 '"rows":80' fit gbdt --data "$dir/gaps.csv" --label kind --set min_samp
   --json --model-out "$dir/gaps_gbdt.json"
 expect 0 "over 80 rows" "$distml" predict --model "$dir/gaps_gbdt.json" \
   --data "$dir/gaps.csv" --engine "$engine" --np "$np"
-# --proba: a column per class, named by it, whose probabilities add up to 1 (normalised: up to
-# a few ulps, so 1e-12 is ample); k-means has none.
-"$distml" predict --model "$dir/pm1.json" --data "$dir/pm1.csv" --out "$dir/proba.csv" --proba \
-  --engine "$engine" --np "$np" >/dev/null || fail "predict --proba failed"
-/usr/bin/python3 -c 'import csv, sys; rows = list(csv.reader(open(sys.argv[1])))
+# So does the random forest, in fit and predict.
+expect 0 '"rows":80' fit random_forest --data "$dir/gaps.csv" --label kind --set n_estimators=5 \
+  --json --model-out "$dir/gaps_rf.json"
+expect 0 "over 80 rows" "$distml" predict --model "$dir/gaps_rf.json" \
+  --data "$dir/gaps.csv" --engine "$engine" --np "$np"
+# --proba: a column per class, named by it, whose probabilities add up to 1 (normalised, or a
+# mean of distributions: up to a few ulps, so 1e-12 is ample); k-means has none.
+expect 0 "train score 1.0000" fit rf --data "$dir/pm1.csv" --set n_estimators=5 \
+  --model-out "$dir/pm1_rf.json"
+for model in pm1 pm1_rf; do
+  "$distml" predict --model "$dir/$model.json" --data "$dir/pm1.csv" --out "$dir/proba.csv" \
+    --proba --engine "$engine" --np "$np" >/dev/null || fail "predict --proba ($model) failed"
+  /usr/bin/python3 -c 'import csv, sys; rows = list(csv.reader(open(sys.argv[1])))
 assert rows[0] == ["prediction", "-1", "1"] and len(rows) == 41, rows[:2]
 for r in rows[1:]:
     p = [float(v) for v in r[1:]]
     assert abs(sum(p) - 1) < 1e-12 and r[0] == ["-1", "1"][p.index(max(p))], r' "$dir/proba.csv" ||
-  fail "probabilities: $(head -n 3 "$dir/proba.csv")"
+    fail "probabilities ($model): $(head -n 3 "$dir/proba.csv")"
+done
 expect 2 "--proba: kmeans gives no class probabilities" "$distml" predict --model "$dir/k.json" \
   --data "$dir/train.csv" --out "$dir/x.csv" --proba --engine "$engine" --np "$np"
 # Rows of a class the training data lacks (7) are still predicted, and count as errors: 2 of
@@ -183,6 +192,13 @@ score=$(sed -n 's/.*: score \([0-9.]*\) over.*/\1/p' <<<"$out")
 awk -v s="$score" 'BEGIN { exit !(s > 0.999) }' || fail "regression score: $out"
 awk -F, 'NR == 2 { v = $1 } END { exit !(v > -5 && v < 10) }' "$dir/r.csv" || fail "first value: $(head -n 2 "$dir/r.csv")"
 echo "ok: regression $out"
+# A regression forest predicts the mean target of its leaves: within the line's spread.
+expect 0 '"classes":0' fit random_forest --data "$dir/line.csv" --set criterion=squared_error \
+  --set n_estimators=10 --model-out "$dir/rf_r.json" --json
+out=$("$distml" predict --model "$dir/rf_r.json" --data "$dir/line.csv" --out "$dir/r.csv" --engine "$engine" --np "$np") ||
+  fail "predict of the regression forest: $out"
+score=$(sed -n 's/.*: score \([0-9.]*\) over.*/\1/p' <<<"$out")
+awk -v s="$score" 'BEGIN { exit !(s > 0.99) }' || fail "regression forest score: $out"
 if [[ $scope == all ]]; then
   expect 2 "train.csv:2: column 3 (kind): label 'low' is not a finite number (regression)" \
     fit gbdt --data "$dir/train.csv" --label kind --set loss=squared_error

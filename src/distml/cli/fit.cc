@@ -182,7 +182,8 @@ void add_fit_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("--seed", fit->seed, "Seed of the train/test split");
   sub->add_option("--set", fit->sets,
                   "Estimator option: --set k=10, --set C=0.5 (repeatable); gbdt with --set "
-                  "loss=squared_error is a regression on a real-valued label");
+                  "loss=squared_error and random_forest with --set criterion=squared_error "
+                  "are regressions on a real-valued label");
   sub->add_option("--model-out", fit->model_out, "Write the fitted model as JSON");
   sub->add_flag("--json", fit->json, "Print the result as one JSON done line");
   CLI::Option* np = nullptr;

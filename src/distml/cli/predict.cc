@@ -81,8 +81,8 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   if (o.proba && !estimator->gives_probabilities())
     throw UsageError(
         cat("--proba: ", model["estimator"].get<std::string>(),
-            " gives no class probabilities (logistic_regression, the naive Bayes and gbdt "
-            "classifiers do)"));
+            " gives no class probabilities (logistic_regression, the naive Bayes, gbdt and "
+            "random_forest classifiers do)"));
   const auto& pre = model.at("preprocessing");
   const auto names = pre.at("class_names").get<std::vector<std::string>>();
   const bool regression = estimator->regression();
@@ -158,7 +158,7 @@ void add_predict_command(CLI::App& app, int argc, char** argv) {
   sub->add_flag(
          "--proba", predict->proba,
          "With --out: each class's probability too, a column per class (logistic_regression, "
-         "gaussian_nb, multinomial_nb, gbdt classifiers)")
+         "gaussian_nb, multinomial_nb, gbdt and random_forest classifiers)")
       ->needs(sub->get_option("--out"));
   sub->add_flag("--json", predict->json, "Print the result as one JSON done line");
   CLI::Option* np = nullptr;
