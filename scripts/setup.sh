@@ -19,6 +19,7 @@ packages=(
   python3 procps jq  # the tests' JSON checks and process checks; jq for bench scripts
   python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
   python3-sklearn  # the classical estimators are checked against scikit-learn
+  python3-xgboost  # GBDT models exported in XGBoost's format must load and predict the same
   libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
 )
 if ((want_data)); then

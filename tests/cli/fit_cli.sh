@@ -127,6 +127,8 @@ expect 2 "text.csv:2:" fit nb --data "$dir/text.csv" --label kind
 expect 2 "no label column named 'species'; expected one of: x, y, kind" fit nb --data "$dir/train.csv" --label species
 expect 2 "more than the 80 rows" fit kmeans --data "$dir/train.csv" --label kind --set k=500
 expect 2 "unknown estimator 'forest'" "$distml" fit forest --data "$dir/train.csv"
+expect 2 "--xgboost-out: only a gbdt model" "$distml" fit logreg --data "$dir/train.csv" --label kind \
+  --xgboost-out "$dir/x.json"
 expect 2 'unknown option "k"' fit logreg --data "$dir/train.csv" --set k=3
 # More ranks than rows: some shards are empty, the fit still works.
 printf 'x,kind\n1,a\n9,b\n' >"$dir/tiny.csv"

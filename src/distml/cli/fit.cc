@@ -8,8 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "distml/core/atomic_file.h"
 #include "distml/core/clock.h"
 #include "distml/ml/estimator.h"
+#include "distml/ml/gbdt_xgboost.h"
 #include "distml/ml/imputer.h"
 #include "distml/ml/model_file.h"
 #include "distml/ml/preprocessing.h"
@@ -30,6 +32,7 @@ struct FitOptions {
   std::uint64_t seed = 0;
   std::vector<std::string> sets;
   std::string model_out;
+  std::string xgboost_out;
   bool json = false;
 };
 
@@ -54,6 +57,11 @@ std::unique_ptr<ml::Estimator> configured_estimator(const FitOptions& o) {
 
 void fit_rank(const FitOptions& o, comm::Communicator& comm) {
   auto estimator = configured_estimator(o);
+  // An XGBoost model sees the file's columns as they are: no place for distml's preprocessing.
+  if (!o.xgboost_out.empty() && (estimator->name() != "gbdt" || o.standardize || !o.impute.empty()))
+    throw UsageError(
+        "--xgboost-out: only a gbdt model, fitted without --standardize or --impute, "
+        "has an XGBoost form");
   const bool regression = estimator->regression();
   const bool impute = !o.impute.empty();
   // GBDT learns where missing values go; the others need them imputed.
@@ -127,6 +135,10 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
     model["preprocessing"] = preprocessing;
     ml::save_model_file(o.model_out, model);
   }
+  if (!o.xgboost_out.empty())
+    write_file_atomically(
+        o.xgboost_out,
+        {ml::to_xgboost_json(ml::GBDT::from_json(estimator->to_json())).dump(), "\n"});
   nlohmann::json done = {{"event", "done"},
                          {"estimator", estimator->name()},
                          {"rows", train.global_rows},
@@ -185,6 +197,10 @@ void add_fit_command(CLI::App& app, int argc, char** argv) {
                   "loss=squared_error and random_forest with --set criterion=squared_error "
                   "are regressions on a real-valued label");
   sub->add_option("--model-out", fit->model_out, "Write the fitted model as JSON");
+  sub->add_option(
+      "--xgboost-out", fit->xgboost_out,
+      "gbdt: also write the model in XGBoost's JSON format (xgboost.Booster.load_model; "
+      "class ids 0..K-1 in sorted class order)");
   sub->add_flag("--json", fit->json, "Print the result as one JSON done line");
   CLI::Option* np = nullptr;
   add_job_options(sub, *job, np);
