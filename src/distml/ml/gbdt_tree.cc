@@ -111,7 +111,8 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
     bool needs_histograms;
   };
   std::vector<Pair> pairs;
-  std::vector<double> smaller_hists;
+  std::vector<double>& smaller_hists = batch_;
+  smaller_hists.clear();
   for (std::size_t i : chosen) {
     Leaf& parent = leaves[i];
     const Split s = parent.best;
@@ -170,17 +171,31 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
       Leaf& larger = left_smaller ? p.right : p.left;
       const double* s = smaller_hists.data() + slot * hist_size_;
       ++slot;
-      smaller.hist.assign(s, s + hist_size_);
+      smaller.hist = take_histogram();
+      std::copy_n(s, hist_size_, smaller.hist.data());
       larger.hist = std::move(parent.hist);
       for (std::size_t j = 0; j < hist_size_; ++j) larger.hist[j] -= s[j];
       find_best_split(p.left);
       find_best_split(p.right);
       for (Leaf* c : {&p.left, &p.right})
-        if (c->best.feature < 0) c->hist = {};
+        if (c->best.feature < 0) recycle(c->hist);
     }
+    recycle(parent.hist);
     leaves[chosen[k]] = std::move(p.left);
   }
   for (auto& p : pairs) leaves.push_back(std::move(p.right));
+}
+
+std::vector<double> TreeGrower::take_histogram() {
+  if (spare_histograms_.empty()) return std::vector<double>(hist_size_);
+  std::vector<double> h = std::move(spare_histograms_.back());
+  spare_histograms_.pop_back();
+  return h;
+}
+
+void TreeGrower::recycle(std::vector<double>& histogram) {
+  if (!histogram.empty()) spare_histograms_.push_back(std::move(histogram));
+  histogram = {};
 }
 
 int TreeGrower::leaf_of(const GBDTTree& tree, std::uint32_t row) const {
@@ -213,7 +228,7 @@ GBDTTree TreeGrower::grow(std::span<const double> gradients, std::span<const dou
   split_bin_.assign(1, -1);
 
   std::vector<Leaf> leaves;
-  leaves.push_back({0, 0, rows_.size(), 0, 0, 0, 0, std::vector<double>(hist_size_), {}});
+  leaves.push_back({0, 0, rows_.size(), 0, 0, 0, 0, take_histogram(), {}});
   Leaf& root = leaves[0];
   build_histogram(root, gradients, hessians, root.hist.data());
   comm.allreduce(comm::view(root.hist));
@@ -247,7 +262,8 @@ GBDTTree TreeGrower::grow(std::span<const double> gradients, std::span<const dou
     split_leaves(leaves, chosen, tree, gradients, hessians, comm);
   }
 
-  for (const Leaf& leaf : leaves) {
+  for (Leaf& leaf : leaves) {
+    recycle(leaf.hist);
     const double v = leaf_value(leaf);
     tree.nodes[leaf.node].value = v;
     for (std::size_t p = leaf.begin; p < leaf.end; ++p) outputs[rows_[p] * stride] += v;

@@ -107,6 +107,10 @@ class TreeGrower {
                     GBDTTree& tree, std::span<const double> g, std::span<const double> h,
                     comm::Communicator& comm);
   double leaf_value(const Leaf& leaf) const;
+  // Histograms come from and go back to spare_histograms_: a fresh one of several MB per node
+  // would cost a page fault per page each time.
+  std::vector<double> take_histogram();
+  void recycle(std::vector<double>& histogram);
 
   // The leaf a local row falls in, walking `tree` on its bins (split_bin_: each node's bin).
   int leaf_of(const GBDTTree& tree, std::uint32_t row) const;
@@ -121,6 +125,8 @@ class TreeGrower {
   std::vector<std::uint32_t> rows_;  // local row ids, grouped by leaf
   std::vector<bool> allowed_;        // by active_ index: in the tree's feature sample
   std::vector<int> split_bin_;       // by node of the tree being grown
+  std::vector<std::vector<double>> spare_histograms_;
+  std::vector<double> batch_;  // the smaller children's histograms, all-reduced together
 };
 
 }  // namespace distml::ml
