@@ -39,15 +39,13 @@ void TreeGrower::build_histogram(const Leaf& leaf, std::span<const double> g,
                                  std::span<const double> h, double* hist) const {
   std::fill(hist, hist + hist_size_, 0.0);
   const std::size_t features = bins_.features();
-  const std::size_t active = active_.size();
   double* totals = hist + hist_size_ - 3;
   for (std::size_t p = leaf.begin; p < leaf.end; ++p) {
     const std::uint32_t r = rows_[p];
     const std::uint8_t* b = binned_.data() + r * features;
     const double gr = g[r], hr = h[r];
-    for (std::size_t a = 0; a < active; ++a) {
-      if (!allowed_[a]) continue;
-      double* e = hist + 3 * (offset_[a] + b[active_[a]]);
+    for (const auto& [f, first] : sampled_) {
+      double* e = hist + first + 3 * b[f];
       e[0] += gr;
       e[1] += hr;
       e[2] += 1;
@@ -225,6 +223,9 @@ GBDTTree TreeGrower::grow(std::span<const double> gradients, std::span<const dou
   if (!sample.features.empty())
     for (std::size_t a = 0; a < active_.size(); ++a)
       allowed_[a] = sample.features[static_cast<std::size_t>(active_[a])];
+  sampled_.clear();
+  for (std::size_t a = 0; a < active_.size(); ++a)
+    if (allowed_[a]) sampled_.push_back({static_cast<std::uint32_t>(active_[a]), 3 * offset_[a]});
   split_bin_.assign(1, -1);
 
   std::vector<Leaf> leaves;

@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "distml/comm/communicator.h"
@@ -124,6 +125,8 @@ class TreeGrower {
   std::size_t hist_size_ = 0;        // 3 * (bins + a missing bin of active features + 1 for totals)
   std::vector<std::uint32_t> rows_;  // local row ids, grouped by leaf
   std::vector<bool> allowed_;        // by active_ index: in the tree's feature sample
+  // The allowed features with the first histogram entry of each: what build_histogram walks.
+  std::vector<std::pair<std::uint32_t, std::size_t>> sampled_;
   std::vector<int> split_bin_;       // by node of the tree being grown
   std::vector<std::vector<double>> spare_histograms_;
   std::vector<double> batch_;  // the smaller children's histograms, all-reduced together
