@@ -8,6 +8,10 @@ Cases (each rep runs distml, then scikit-learn, on the same data; medians of --r
                  round (fit time / rounds), test accuracy; HistGradientBoostingClassifier
   gbdt_missing   the same GBDT on digits (70/30 split) with 20% of the feature values removed
                  at random (seeded), taken as missing by both; test accuracy and fit time
+  xgb_mnist      GBDT at XGBoost's settings (depth-wise to depth 6, 255 bins, eta 0.1, lambda 1,
+                 min_child_weight 1, 100 rounds) against XGBoost 1.7 hist on 2 threads, MNIST;
+                 fit time (XGBoost's includes building its DMatrix) and test accuracy
+  xgb_fashion    the same on Fashion-MNIST (make data fetches it)
   rf_digits      random forest, 100 trees, scikit-learn's defaults (sqrt features, bootstrap,
                  fully grown), on digits (70/30 split); test accuracy and fit time
   rf_mnist       the same forest on MNIST (train 60000, test 10000)
@@ -40,10 +44,13 @@ from threadpoolctl import threadpool_limits
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MNIST = os.path.join(ROOT, "data", "mnist")
 SYNTH = os.path.join(ROOT, "data", "synthetic_1m_32.csv")
+FASHION = os.path.join(ROOT, "data", "fashion-mnist")
 
 
 def read_idx(path):
-    data = open(path, "rb").read()
+    """An IDX file, or its .gz beside it."""
+    import gzip
+    data = open(path, "rb").read() if os.path.exists(path) else gzip.open(path + ".gz").read()
     rank = data[3]
     dims = [int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(rank)]
     return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * rank).reshape(dims)
@@ -52,6 +59,39 @@ def read_idx(path):
 def mnist(split):
     x = read_idx(os.path.join(MNIST, f"{split}-images-idx3-ubyte")).reshape(-1, 784) / 255.0
     return x, read_idx(os.path.join(MNIST, f"{split}-labels-idx1-ubyte")).astype(int)
+
+
+def idx_table(folder, split):
+    """An IDX folder's images (as raw bytes, as distml reads them) and labels."""
+    x = read_idx(os.path.join(folder, f"{split}-images-idx3-ubyte")).reshape(-1, 784)
+    return x.astype(np.float32), read_idx(os.path.join(folder, f"{split}-labels-idx1-ubyte"))
+
+
+def raw_fashion_mnist():
+    """Fashion-MNIST's IDX files decompressed (distml fit seeks in raw IDX files)."""
+    import gzip
+    import shutil
+    folder = FASHION + "-raw"
+    os.makedirs(folder, exist_ok=True)
+    for name in ("train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
+                 "t10k-labels-idx1-ubyte"):
+        if not os.path.exists(os.path.join(folder, name)):
+            with gzip.open(os.path.join(FASHION, name + ".gz")) as src, \
+                    open(os.path.join(folder, name), "wb") as dst:
+                shutil.copyfileobj(src, dst)
+    return folder
+
+
+def xgboost_hist(x, y, xt, yt):
+    """XGBoost 1.7 hist with GBDT's settings in the xgb_ cases: fit time, test accuracy."""
+    import xgboost as xgb
+    t = time.perf_counter()
+    booster = xgb.train({"tree_method": "hist", "max_depth": 6, "max_bin": 255, "eta": 0.1,
+                         "lambda": 1, "min_child_weight": 1, "objective": "multi:softprob",
+                         "num_class": 10, "nthread": 2}, xgb.DMatrix(x, y, nthread=2), 100)
+    fit_s = time.perf_counter() - t
+    predicted = booster.predict(xgb.DMatrix(xt, nthread=2)).argmax(axis=1)
+    return fit_s, float((predicted == yt).mean())
 
 
 def synthetic():
@@ -177,6 +217,20 @@ def main():
                 m, fit_s = sklearn_gbdt(xtr_m, ytr_m)
                 emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
                      test_accuracy=m.score(xte_m, yte_m))
+            elif case.startswith("xgb_"):
+                folder = MNIST if case == "xgb_mnist" else raw_fashion_mnist()
+                x, y = idx_table(folder, "train")
+                xt, yt = idx_table(folder, "t10k")
+                d = distml(a.build, ["gbdt", "--data", folder, "--set", "growth=depthwise",
+                                     "--set", "max_depth=6", "--set", "max_leaf_nodes=0",
+                                     "--set", "max_bins=255", "--set", "learning_rate=0.1",
+                                     "--set", "l2_regularization=1", "--set", "min_samples_leaf=1",
+                                     "--set", "min_child_weight=1", "--set", "max_iter=100"], 2)
+                emit(rows, case=case, impl="distml", np=2, rep=rep, fit_s=d["fit_time_s"],
+                     test_accuracy=d["test_score"])
+                fit_s, accuracy = xgboost_hist(x, y, xt, yt)
+                emit(rows, case=case, impl="xgboost", threads=2, rep=rep, fit_s=fit_s,
+                     test_accuracy=accuracy)
             elif case.startswith("rf_"):
                 if case == "rf_mnist":
                     x, y, xt, yt, args = xtr, ytr, xte, yte, ["--data", MNIST]
@@ -239,20 +293,24 @@ def summarize(rows):
     if med("gbdt_mnist", "distml", "round_s") is not None:
         d, s = med("gbdt_mnist", "distml", "round_s"), med("gbdt_mnist", "sklearn", "round_s")
         print(f"| gbdt_mnist s/round | {d:.3f} | | {s:.3f} | {d / s:.2f} | |")
-    for case in ("gbdt_missing", "gmm_digits", "rf_digits", "rf_mnist"):
+    for case in ("gbdt_missing", "gmm_digits", "rf_digits", "rf_mnist", "xgb_mnist",
+                 "xgb_fashion"):
         if med(case, "distml", "fit_s") is not None:
-            d, s = med(case, "distml", "fit_s"), med(case, "sklearn", "fit_s")
+            d = med(case, "distml", "fit_s")
+            s = med(case, "xgboost" if case.startswith("xgb_") else "sklearn", "fit_s")
             print(f"| {case} fit s | {d:.2f} | | {s:.2f} | {d / s:.2f} | |")
     if med("gmm_digits", "distml", "mean_log_likelihood") is not None:
         d = med("gmm_digits", "distml", "mean_log_likelihood")
         s = med("gmm_digits", "sklearn", "mean_log_likelihood")
         print(f"\ngmm_digits mean log-likelihood: distml {d:.3f}, scikit-learn {s:.3f} "
               f"({100 * (d - s) / abs(s):+.2f}%)")
-    for case in ("logreg_mnist", "gbdt_mnist", "gbdt_missing", "rf_digits", "rf_mnist"):
+    for case in ("logreg_mnist", "gbdt_mnist", "gbdt_missing", "rf_digits", "rf_mnist",
+                 "xgb_mnist", "xgb_fashion"):
         if med(case, "distml", "test_accuracy") is not None:
+            other = "xgboost" if case.startswith("xgb_") else "sklearn"
             print(f"\n{case} test accuracy: distml "
-                  f"{100 * med(case, 'distml', 'test_accuracy'):.2f}%, scikit-learn "
-                  f"{100 * med(case, 'sklearn', 'test_accuracy'):.2f}%")
+                  f"{100 * med(case, 'distml', 'test_accuracy'):.2f}%, {other} "
+                  f"{100 * med(case, other, 'test_accuracy'):.2f}%")
 
 
 main()

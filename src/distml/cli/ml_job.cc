@@ -36,6 +36,10 @@ LocalData read_idx_split(const std::string& folder, const std::string& prefix,
 
 LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOptions& r) {
   const std::string format = resolved_format(d);
+  if (format != "idx" && fs::is_directory(d.path))
+    throw UsageError(cat(d.path,
+                         ": a folder without train-images-idx3-ubyte; a folder must hold "
+                         "raw IDX files (train-*, t10k-*; gunzip .gz ones first)"));
   if (format == "idx") {
     if (r.regression)
       throw UsageError(cat(d.path, ": IDX labels are class ids; regression needs CSV or LibSVM"));

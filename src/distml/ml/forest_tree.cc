@@ -75,17 +75,13 @@ class Grower {
     return impurity > 1e-10 * second;
   }
 
-  // The candidates of o's current pass, as indices into the features; empty when every
-  // feature was tried.
+  // The features o may split on in its current pass; empty when every feature was tried.
   std::vector<int> candidates(const OpenNode& o) {
     const std::size_t begin = static_cast<std::size_t>(o.pass) * draws_;
     if (begin >= active_.size()) return {};
+    if (draws_ == active_.size()) return active_;
     const std::size_t end = std::min(begin + draws_, active_.size());
     std::vector<int> out;
-    if (draws_ == active_.size()) {
-      out = active_;
-      return out;
-    }
     // Distinct draws by rejection, so that pass p continues the sequence of pass p - 1.
     data::SplitMix64 rng(derive_seed(o.key, kFeatureStream));
     std::vector<int> drawn;

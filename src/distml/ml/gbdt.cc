@@ -11,6 +11,7 @@
 #include "distml/ml/gbdt_binning.h"
 #include "distml/ml/kmeans_local.h"
 #include "distml/ml/preprocessing.h"
+#include "distml/ml/tree_links.h"
 
 namespace distml::ml {
 namespace {
@@ -147,17 +148,7 @@ GBDTTree tree_from_json(const nlohmann::json& j, std::size_t features) {
     n.samples = model_field(jn, "samples", kName).get<std::int64_t>();
     t.nodes.push_back(n);
   }
-  const int size = static_cast<int>(t.nodes.size());
-  if (size == 0) throw DataError(cat(kName, " model: a tree has no nodes"));
-  for (int i = 0; i < size; ++i) {
-    const auto& n = t.nodes[i];
-    if (n.is_leaf()) continue;
-    // Children after their parent, so that walking the tree always ends.
-    if (n.feature >= static_cast<int>(features) || n.left <= i || n.right <= i || n.left >= size ||
-        n.right >= size)
-      throw DataError(cat(kName, " model: node ", i, " has feature ", n.feature, " and children ",
-                          n.left, ", ", n.right, " of ", size, " nodes"));
-  }
+  check_tree_links(t.nodes, features, kName);
   return t;
 }
 

@@ -127,7 +127,7 @@ class TreeGrower {
   std::vector<bool> allowed_;        // by active_ index: in the tree's feature sample
   // The allowed features with the first histogram entry of each: what build_histogram walks.
   std::vector<std::pair<std::uint32_t, std::size_t>> sampled_;
-  std::vector<int> split_bin_;       // by node of the tree being grown
+  std::vector<int> split_bin_;  // by node of the tree being grown
   std::vector<std::vector<double>> spare_histograms_;
   std::vector<double> batch_;  // the smaller children's histograms, all-reduced together
 };

@@ -72,7 +72,7 @@ void assign_nearest(const PointSet& points, const PointSet& centres, std::int64_
       }
       const std::int64_t label = labels[i0 + i];
       const double* x = points.row(i0 + i);
-      dist2[i0 + i] = squared_distance(x, centres.row(label), d);
+      if (dist2) dist2[i0 + i] = squared_distance(x, centres.row(label), d);
       if (!sums) continue;
       double* sum = sums + label * d;
       for (std::size_t f = 0; f < d; ++f) sum[f] += x[f];

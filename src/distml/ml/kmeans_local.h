@@ -28,7 +28,7 @@ double squared_distance(const double* a, const double* b, std::size_t features);
 /// only on that point and the centres, not on which rank holds it (up to BLAS rounding of the
 /// search, which only matters for exact ties). When `sums` (centres.rows x features) and
 /// `counts` are given, each point is also added to its centre's sum and count while its block
-/// is still in cache: Lloyd's step in one pass over memory.
+/// is still in cache: Lloyd's step in one pass over memory. `dist2` may be null (no distances).
 void assign_nearest(const PointSet& points, const PointSet& centres, std::int64_t* labels,
                     double* dist2, double* sums = nullptr, double* counts = nullptr);
 

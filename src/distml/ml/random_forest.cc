@@ -9,6 +9,7 @@
 #include "distml/ml/exact_sum.h"
 #include "distml/ml/gbdt_binning.h"
 #include "distml/ml/kmeans_local.h"
+#include "distml/ml/tree_links.h"
 
 namespace distml::ml {
 namespace {
@@ -98,22 +99,11 @@ ForestTree tree_from_json(const nlohmann::json& j, std::size_t features, std::si
     }
     t.nodes.push_back(std::move(n));
   }
-  const int size = static_cast<int>(t.nodes.size());
-  if (size == 0) throw DataError(cat(kName, " model: a tree has no nodes"));
-  for (int i = 0; i < size; ++i) {
-    const auto& n = t.nodes[static_cast<std::size_t>(i)];
-    if (n.is_leaf()) {
-      if (n.value.size() != outputs)
-        throw DataError(
-            cat(kName, " model: leaf ", i, " has ", n.value.size(), " values, not ", outputs));
-      continue;
-    }
-    // Children after their parent, so that walking the tree always ends.
-    if (n.feature >= static_cast<int>(features) || n.left <= i || n.right <= i || n.left >= size ||
-        n.right >= size)
-      throw DataError(cat(kName, " model: node ", i, " has feature ", n.feature, " and children ",
-                          n.left, ", ", n.right, " of ", size, " nodes"));
-  }
+  check_tree_links(t.nodes, features, kName);
+  for (std::size_t i = 0; i < t.nodes.size(); ++i)
+    if (t.nodes[i].is_leaf() && t.nodes[i].value.size() != outputs)
+      throw DataError(cat(kName, " model: leaf ", i, " has ", t.nodes[i].value.size(),
+                          " values, not ", outputs));
   return t;
 }
 
