@@ -277,8 +277,8 @@ def summarize(rows):
                 (np_ is None or r.get("np") == np_)]
         return statistics.median(vals) if vals else None
 
-    print("\n| case | distml 2 ranks | distml 1 rank | scikit-learn (2 threads) | distml / sklearn | "
-          "scaling np2 vs np1 |")
+    print("\n| case | distml 2 ranks | distml 1 rank | scikit-learn or XGBoost (2 threads) | "
+          "distml / baseline | scaling np2 vs np1 |")
     print("| --- | --- | --- | --- | --- | --- |")
     for case in ("kmeans_mnist", "kmeans_synth"):
         d2, d1, sk = (med(case, "distml", "iteration_s", 2), med(case, "distml", "iteration_s", 1),
