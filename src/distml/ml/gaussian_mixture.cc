@@ -13,19 +13,19 @@
 namespace distml::ml {
 namespace {
 
-constexpr std::string_view kName = "gaussian_mixture";
+constexpr std::string_view kMixture = "gaussian_mixture";
 constexpr std::uint64_t kRunStream = 0x676d6d;  // derive_seed stream of the n_init runs
 
 void validate(const GaussianMixtureOptions& o) {
-  require_option(o.n_components >= 1, kName, "n_components", "at least 1");
+  require_option(o.n_components >= 1, kMixture, "n_components", "at least 1");
   require_option(o.covariance_type == "full" || o.covariance_type == "diag" ||
                      o.covariance_type == "spherical",
-                 kName, "covariance_type", "\"full\", \"diag\" or \"spherical\"");
-  require_option(o.tol >= 0, kName, "tol", "non-negative");
-  require_option(o.reg_covar >= 0, kName, "reg_covar", "non-negative");
-  require_option(o.max_iter >= 1, kName, "max_iter", "at least 1");
-  require_option(o.n_init >= 1, kName, "n_init", "at least 1");
-  require_option(o.init_params == "kmeans" || o.init_params == "k-means++", kName, "init_params",
+                 kMixture, "covariance_type", "\"full\", \"diag\" or \"spherical\"");
+  require_option(o.tol >= 0, kMixture, "tol", "non-negative");
+  require_option(o.reg_covar >= 0, kMixture, "reg_covar", "non-negative");
+  require_option(o.max_iter >= 1, kMixture, "max_iter", "at least 1");
+  require_option(o.n_init >= 1, kMixture, "n_init", "at least 1");
+  require_option(o.init_params == "kmeans" || o.init_params == "k-means++", kMixture, "init_params",
                  "\"kmeans\" or \"k-means++\"");
 }
 
@@ -82,7 +82,7 @@ void set_option(GaussianMixtureOptions& options, std::string_view key, std::stri
   else if (key == "seed")
     o.seed = parse_uint64_option(key, value);
   else
-    throw_unknown_option(kName, key,
+    throw_unknown_option(kMixture, key,
                          {"n_components", "covariance_type", "tol", "reg_covar", "max_iter",
                           "n_init", "init_params", "seed"});
   validate(o);
@@ -121,7 +121,7 @@ void GaussianMixture::factor() {
       }
     }
     if (!ok)
-      throw DataError(cat(kName, ": the covariance of component ", c,
+      throw DataError(cat(kMixture, ": the covariance of component ", c,
                           " is not positive definite (too few distinct rows in it); use fewer "
                           "components or a larger reg_covar (now ",
                           options_.reg_covar, ")"));
@@ -239,20 +239,20 @@ double GaussianMixture::m_step(const LocalData& data, comm::Communicator& comm,
 
 void GaussianMixture::fit(const LocalData& data, comm::Communicator& comm) {
   validate(options_);
-  std::string error = shape_problem(data, kName);
-  if (error.empty()) error = dense_problem(data, kName);
+  std::string error = shape_problem(data, kMixture);
+  if (error.empty()) error = dense_problem(data, kMixture);
   for (std::size_t v = 0; error.empty() && v < data.x.size(); ++v)
     if (!std::isfinite(data.x[v]))
-      error = cat(kName, ": row ", v / data.features,
+      error = cat(kMixture, ": row ", v / data.features,
                   " of this rank has a value that is not "
                   "finite in feature ",
                   v % data.features);
   throw_if_any_rank_failed(comm, error);
-  check_shards_agree(comm, data, kName);
-  if (data.features == 0) throw DataError(cat(kName, ": the data has no features"));
+  check_shards_agree(comm, data, kMixture);
+  if (data.features == 0) throw DataError(cat(kMixture, ": the data has no features"));
   if (static_cast<std::size_t>(options_.n_components) > data.global_rows)
-    throw ConfigError(cat(kName, ": n_components = ", options_.n_components, " is more than the ",
-                          data.global_rows, " rows of the data"));
+    throw ConfigError(cat(kMixture, ": n_components = ", options_.n_components,
+                          " is more than the ", data.global_rows, " rows of the data"));
   const auto k = static_cast<std::size_t>(options_.n_components);
   GaussianMixture best = *this;
   for (int run = 0; run < options_.n_init; ++run) {
@@ -285,13 +285,13 @@ void GaussianMixture::fit(const LocalData& data, comm::Communicator& comm) {
 }
 
 void GaussianMixture::check_fitted(std::string_view what) const {
-  if (weights_.empty()) throw DataError(cat(kName, ": ", what, " before fit"));
+  if (weights_.empty()) throw DataError(cat(kMixture, ": ", what, " before fit"));
 }
 
 std::vector<double> GaussianMixture::predict_proba(const LocalData& data) const {
   check_fitted("predict");
-  check_feature_count(data, features_, kName);
-  if (std::string dense = dense_problem(data, kName); !dense.empty()) throw DataError(dense);
+  check_feature_count(data, features_, kMixture);
+  if (std::string dense = dense_problem(data, kMixture); !dense.empty()) throw DataError(dense);
   auto p = log_weighted_densities(data);
   normalize_log_proba(p, weights_.size());
   return p;
@@ -307,19 +307,19 @@ std::vector<std::int64_t> GaussianMixture::predict(const LocalData& data) const 
 
 double GaussianMixture::score(const LocalData& data, comm::Communicator& comm) const {
   check_fitted("score");
-  check_feature_count(data, features_, kName);
+  check_feature_count(data, features_, kMixture);
   const auto logp = log_weighted_densities(data);
   std::vector<double> sums = {0, static_cast<double>(data.rows)};
   for (std::size_t i = 0; i < data.rows; ++i)
     sums[0] += log_sum_exp(logp.data() + i * weights_.size(), weights_.size());
   allreduce_sum(comm, sums);
-  if (sums[1] == 0) throw DataError(cat(kName, ": score on no rows"));
+  if (sums[1] == 0) throw DataError(cat(kMixture, ": score on no rows"));
   return sums[0] / sums[1];
 }
 
 nlohmann::json GaussianMixture::to_json() const {
   check_fitted("to_json");
-  return {{"estimator", kName},          {"version", 1},        {"options", options_},
+  return {{"estimator", kMixture},       {"version", 1},        {"options", options_},
           {"features", features_},       {"weights", weights_}, {"means", means_},
           {"covariances", covariances_}, {"n_iter", n_iter_},   {"converged", converged_},
           {"lower_bound", lower_bound_}};
@@ -327,16 +327,17 @@ nlohmann::json GaussianMixture::to_json() const {
 
 GaussianMixture GaussianMixture::from_json(const nlohmann::json& j) {
   try {
-    if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
-      throw DataError(cat("not a version 1 ", kName, " model"));
-    GaussianMixture m(model_field(j, "options", kName).get<GaussianMixtureOptions>());
-    m.features_ = model_field(j, "features", kName).get<std::size_t>();
-    m.weights_ = model_field(j, "weights", kName).get<std::vector<double>>();
-    m.means_ = model_field(j, "means", kName).get<std::vector<double>>();
-    m.covariances_ = model_field(j, "covariances", kName).get<std::vector<double>>();
-    m.n_iter_ = model_field(j, "n_iter", kName).get<int>();
-    m.converged_ = model_field(j, "converged", kName).get<bool>();
-    m.lower_bound_ = model_field(j, "lower_bound", kName).get<double>();
+    if (model_field(j, "estimator", kMixture) != kMixture ||
+        model_field(j, "version", kMixture) != 1)
+      throw DataError(cat("not a version 1 ", kMixture, " model"));
+    GaussianMixture m(model_field(j, "options", kMixture).get<GaussianMixtureOptions>());
+    m.features_ = model_field(j, "features", kMixture).get<std::size_t>();
+    m.weights_ = model_field(j, "weights", kMixture).get<std::vector<double>>();
+    m.means_ = model_field(j, "means", kMixture).get<std::vector<double>>();
+    m.covariances_ = model_field(j, "covariances", kMixture).get<std::vector<double>>();
+    m.n_iter_ = model_field(j, "n_iter", kMixture).get<int>();
+    m.converged_ = model_field(j, "converged", kMixture).get<bool>();
+    m.lower_bound_ = model_field(j, "lower_bound", kMixture).get<double>();
     const std::size_t k = static_cast<std::size_t>(m.options_.n_components), d = m.features_;
     if (m.weights_.size() != k || m.means_.size() != k * d ||
         m.covariances_.size() != k * covariance_size(m.options_.covariance_type, d))
@@ -344,9 +345,9 @@ GaussianMixture GaussianMixture::from_json(const nlohmann::json& j) {
     m.factor();
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kMixture, " model: ", e.what()));
   } catch (const DataError& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kMixture, " model: ", e.what()));
   }
 }
 

@@ -16,33 +16,33 @@
 namespace distml::ml {
 namespace {
 
-constexpr std::string_view kName = "gbdt";
+constexpr std::string_view kGbdt = "gbdt";
 // derive_seed streams of the row and feature samples.
 constexpr std::uint64_t kRowStream = 0x726f7773, kColumnStream = 0x636f6c73;
 
 void validate(const GBDTOptions& o) {
-  require_option(o.loss == "auto" || o.loss == "log_loss" || o.loss == "squared_error", kName,
+  require_option(o.loss == "auto" || o.loss == "log_loss" || o.loss == "squared_error", kGbdt,
                  "loss", "\"auto\", \"log_loss\" or \"squared_error\"");
-  require_option(o.max_iter >= 1, kName, "max_iter", "at least 1");
-  require_option(o.learning_rate > 0, kName, "learning_rate", "positive");
-  require_option(o.max_leaf_nodes == 0 || o.max_leaf_nodes >= 2, kName, "max_leaf_nodes",
+  require_option(o.max_iter >= 1, kGbdt, "max_iter", "at least 1");
+  require_option(o.learning_rate > 0, kGbdt, "learning_rate", "positive");
+  require_option(o.max_leaf_nodes == 0 || o.max_leaf_nodes >= 2, kGbdt, "max_leaf_nodes",
                  "at least 2, or 0 for no limit");
-  require_option(o.max_depth >= 0, kName, "max_depth", "non-negative (0: no limit)");
-  require_option(o.max_leaf_nodes > 0 || o.max_depth > 0, kName, "max_leaf_nodes",
+  require_option(o.max_depth >= 0, kGbdt, "max_depth", "non-negative (0: no limit)");
+  require_option(o.max_leaf_nodes > 0 || o.max_depth > 0, kGbdt, "max_leaf_nodes",
                  "set (or max_depth) to bound the trees");
-  require_option(o.growth == "leafwise" || o.growth == "depthwise", kName, "growth",
+  require_option(o.growth == "leafwise" || o.growth == "depthwise", kGbdt, "growth",
                  "\"leafwise\" or \"depthwise\"");
-  require_option(o.min_samples_leaf >= 1, kName, "min_samples_leaf", "at least 1");
-  require_option(o.l2_regularization >= 0, kName, "l2_regularization", "non-negative");
-  require_option(o.min_child_weight >= 0, kName, "min_child_weight", "non-negative");
-  require_option(o.subsample > 0 && o.subsample <= 1, kName, "subsample", "in (0, 1]");
-  require_option(o.colsample_bytree > 0 && o.colsample_bytree <= 1, kName, "colsample_bytree",
+  require_option(o.min_samples_leaf >= 1, kGbdt, "min_samples_leaf", "at least 1");
+  require_option(o.l2_regularization >= 0, kGbdt, "l2_regularization", "non-negative");
+  require_option(o.min_child_weight >= 0, kGbdt, "min_child_weight", "non-negative");
+  require_option(o.subsample > 0 && o.subsample <= 1, kGbdt, "subsample", "in (0, 1]");
+  require_option(o.colsample_bytree > 0 && o.colsample_bytree <= 1, kGbdt, "colsample_bytree",
                  "in (0, 1]");
-  require_option(o.max_bins >= 2 && o.max_bins <= 255, kName, "max_bins", "in [2, 255]");
-  require_option(o.validation_fraction > 0 && o.validation_fraction < 1, kName,
+  require_option(o.max_bins >= 2 && o.max_bins <= 255, kGbdt, "max_bins", "in [2, 255]");
+  require_option(o.validation_fraction > 0 && o.validation_fraction < 1, kGbdt,
                  "validation_fraction", "in (0, 1)");
-  require_option(o.n_iter_no_change >= 1, kName, "n_iter_no_change", "at least 1");
-  require_option(o.tol >= 0, kName, "tol", "non-negative");
+  require_option(o.n_iter_no_change >= 1, kGbdt, "n_iter_no_change", "at least 1");
+  require_option(o.tol >= 0, kGbdt, "tol", "non-negative");
 }
 
 // The loss of each row at raw scores z (rows x k), and its gradients and hessians (k x rows,
@@ -138,17 +138,17 @@ GBDTTree tree_from_json(const nlohmann::json& j, std::size_t features) {
   GBDTTree t;
   for (const auto& jn : j) {
     GBDTNode n;
-    n.feature = model_field(jn, "feature", kName).get<int>();
-    n.threshold = model_field(jn, "threshold", kName).get<double>();
+    n.feature = model_field(jn, "feature", kGbdt).get<int>();
+    n.threshold = model_field(jn, "threshold", kGbdt).get<double>();
     n.missing_left = jn.value("missing_left", false);  // absent in files from before it
     n.gain = jn.value("gain", 0.0);
-    n.left = model_field(jn, "left", kName).get<int>();
-    n.right = model_field(jn, "right", kName).get<int>();
-    n.value = model_field(jn, "value", kName).get<double>();
-    n.samples = model_field(jn, "samples", kName).get<std::int64_t>();
+    n.left = model_field(jn, "left", kGbdt).get<int>();
+    n.right = model_field(jn, "right", kGbdt).get<int>();
+    n.value = model_field(jn, "value", kGbdt).get<double>();
+    n.samples = model_field(jn, "samples", kGbdt).get<std::int64_t>();
     t.nodes.push_back(n);
   }
-  check_tree_links(t.nodes, features, kName);
+  check_tree_links(t.nodes, features, kGbdt);
   return t;
 }
 
@@ -191,7 +191,7 @@ void set_option(GBDTOptions& options, std::string_view key, std::string_view val
   else if (key == "seed")
     o.seed = parse_uint64_option(key, value);
   else
-    throw_unknown_option(kName, key,
+    throw_unknown_option(kGbdt, key,
                          {"loss", "max_iter", "learning_rate", "max_leaf_nodes", "max_depth",
                           "growth", "min_samples_leaf", "min_child_weight", "l2_regularization",
                           "subsample", "colsample_bytree", "max_bins", "early_stopping",
@@ -207,8 +207,8 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
   const std::string loss = options_.loss != "auto" ? options_.loss
                            : data.num_classes > 0  ? "log_loss"
                                                    : "squared_error";
-  throw_if_any_rank_failed(comm, check_tree_shard(data, loss == "squared_error", kName));
-  check_shards_agree(comm, data, kName);
+  throw_if_any_rank_failed(comm, check_tree_shard(data, loss == "squared_error", kGbdt));
+  check_shards_agree(comm, data, kGbdt);
   const std::size_t outputs =
       loss == "log_loss" && data.num_classes > 2 ? static_cast<std::size_t>(data.num_classes) : 1;
 
@@ -217,7 +217,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
     std::tie(train, validation) =
         train_test_split(data, options_.validation_fraction, options_.seed, comm);
     if (train.global_rows == 0 || validation.global_rows == 0)
-      throw DataError(cat(kName, ": validation_fraction ", options_.validation_fraction, " leaves ",
+      throw DataError(cat(kGbdt, ": validation_fraction ", options_.validation_fraction, " leaves ",
                           train.global_rows, " training and ", validation.global_rows,
                           " validation rows"));
   }
@@ -314,12 +314,12 @@ std::vector<double> GBDT::feature_importances() const {
 }
 
 void GBDT::check_fitted(std::string_view what) const {
-  if (baseline_.empty()) throw DataError(cat(kName, ": ", what, " before fit"));
+  if (baseline_.empty()) throw DataError(cat(kGbdt, ": ", what, " before fit"));
 }
 
 std::vector<double> GBDT::decision_function(const LocalData& data) const {
   check_fitted("decision_function");
-  check_feature_count(data, features_, kName);
+  check_feature_count(data, features_, kGbdt);
   const std::size_t k = outputs();
   std::vector<double> z(data.rows * k), scratch;
   for (std::size_t i = 0; i < data.rows; ++i) {
@@ -332,7 +332,7 @@ std::vector<double> GBDT::decision_function(const LocalData& data) const {
 
 std::vector<double> GBDT::predict_proba(const LocalData& data) const {
   check_fitted("predict_proba");
-  if (!classifier()) throw DataError(cat(kName, ": predict_proba of a ", loss_, " model"));
+  if (!classifier()) throw DataError(cat(kGbdt, ": predict_proba of a ", loss_, " model"));
   auto z = decision_function(data);
   if (outputs() > 1) {
     normalize_log_proba(z, outputs());
@@ -349,7 +349,7 @@ std::vector<double> GBDT::predict_proba(const LocalData& data) const {
 std::vector<std::int64_t> GBDT::predict(const LocalData& data) const {
   check_fitted("predict");
   if (!classifier())
-    throw DataError(cat(kName, ": a ", loss_, " model predicts values (predict_values)"));
+    throw DataError(cat(kGbdt, ": a ", loss_, " model predicts values (predict_values)"));
   const auto z = decision_function(data);
   const std::size_t k = outputs();
   std::vector<std::int64_t> out(data.rows);
@@ -360,20 +360,20 @@ std::vector<std::int64_t> GBDT::predict(const LocalData& data) const {
 
 std::vector<double> GBDT::predict_values(const LocalData& data) const {
   check_fitted("predict_values");
-  if (classifier()) throw DataError(cat(kName, ": a log_loss model predicts class ids"));
+  if (classifier()) throw DataError(cat(kGbdt, ": a log_loss model predicts class ids"));
   return decision_function(data);
 }
 
 double GBDT::score(const LocalData& data, comm::Communicator& comm) const {
   if (classifier()) return global_accuracy(comm, data, predict(data));
-  return global_r2(comm, data, predict_values(data), kName);
+  return global_r2(comm, data, predict_values(data), kGbdt);
 }
 
 nlohmann::json GBDT::to_json() const {
   check_fitted("to_json");
   nlohmann::json trees = nlohmann::json::array();
   for (const auto& t : trees_) trees.push_back(tree_to_json(t));
-  return {{"estimator", kName},
+  return {{"estimator", kGbdt},
           {"version", 1},
           {"options", options_},
           {"loss", loss_},
@@ -389,19 +389,19 @@ nlohmann::json GBDT::to_json() const {
 
 GBDT GBDT::from_json(const nlohmann::json& j) {
   try {
-    if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
-      throw DataError(cat("not a version 1 ", kName, " model"));
-    const auto& jo = model_field(j, "options", kName);
+    if (model_field(j, "estimator", kGbdt) != kGbdt || model_field(j, "version", kGbdt) != 1)
+      throw DataError(cat("not a version 1 ", kGbdt, " model"));
+    const auto& jo = model_field(j, "options", kGbdt);
     const auto o = jo.get<GBDTOptions>();
     GBDT m(o);
-    m.loss_ = model_field(j, "loss", kName).get<std::string>();
-    m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kName).get<std::size_t>();
-    m.class_names_ = model_field(j, "class_names", kName).get<std::vector<std::string>>();
-    m.baseline_ = model_field(j, "baseline", kName).get<std::vector<double>>();
-    m.iterations_ = model_field(j, "iterations", kName).get<int>();
-    m.validation_loss_ = model_field(j, "validation_loss", kName).get<std::vector<double>>();
-    for (const auto& jt : model_field(j, "trees", kName))
+    m.loss_ = model_field(j, "loss", kGbdt).get<std::string>();
+    m.num_classes_ = model_field(j, "num_classes", kGbdt).get<std::int64_t>();
+    m.features_ = model_field(j, "features", kGbdt).get<std::size_t>();
+    m.class_names_ = model_field(j, "class_names", kGbdt).get<std::vector<std::string>>();
+    m.baseline_ = model_field(j, "baseline", kGbdt).get<std::vector<double>>();
+    m.iterations_ = model_field(j, "iterations", kGbdt).get<int>();
+    m.validation_loss_ = model_field(j, "validation_loss", kGbdt).get<std::vector<double>>();
+    for (const auto& jt : model_field(j, "trees", kGbdt))
       m.trees_.push_back(tree_from_json(jt, m.features_));
     const bool classifier = m.loss_ == "log_loss";
     const std::size_t outputs =
@@ -409,14 +409,14 @@ GBDT GBDT::from_json(const nlohmann::json& j) {
     if ((!classifier && m.loss_ != "squared_error") || (classifier && m.num_classes_ < 2) ||
         m.baseline_.size() != outputs ||
         m.trees_.size() != static_cast<std::size_t>(m.iterations_) * outputs)
-      throw DataError(cat(kName, " model: loss ", m.loss_, ", ", m.num_classes_, " classes, ",
+      throw DataError(cat(kGbdt, " model: loss ", m.loss_, ", ", m.num_classes_, " classes, ",
                           m.baseline_.size(), " baselines and ", m.trees_.size(), " trees for ",
                           m.iterations_, " rounds do not fit together"));
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kGbdt, " model: ", e.what()));
   } catch (const ConfigError& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kGbdt, " model: ", e.what()));
   }
 }
 

@@ -17,8 +17,6 @@ namespace {
 constexpr const char* kWho = "kmeans";
 constexpr std::uint64_t kRunStream = 101;  // seed of run r of n_init: stream (101, r)
 
-PointSet local_points(const LocalData& data) { return {data.x.data(), data.rows, data.features}; }
-
 std::uint64_t parse_seed(std::string_view key, std::string_view value) {
   std::uint64_t v = 0;
   const auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), v);

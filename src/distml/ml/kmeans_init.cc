@@ -21,8 +21,6 @@ constexpr std::uint64_t kRandomStream = 4;
 // Weighted Lloyd iterations on the k-means|| candidates, as Spark MLlib's LocalKMeans.
 constexpr int kReclusterIterations = 30;
 
-PointSet local_points(const LocalData& data) { return {data.x.data(), data.rows, data.features}; }
-
 // Brings each local row's nearest-candidate distance and index up to date with the
 // candidates [first, first + count) of `candidates`.
 void update_nearest(const LocalData& data, const std::vector<double>& candidates, std::size_t first,

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distml/data/permutation.h"
+#include "distml/ml/local_data.h"
 
 namespace distml::ml {
 
@@ -19,6 +20,11 @@ struct PointSet {
   std::size_t features = 0;
   const double* row(std::size_t i) const { return x + i * features; }
 };
+
+/// The dense rows of `data` as points.
+inline PointSet local_points(const LocalData& data) {
+  return {data.x.data(), data.rows, data.features};
+}
 
 double squared_distance(const double* a, const double* b, std::size_t features);
 

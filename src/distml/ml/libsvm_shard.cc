@@ -17,7 +17,7 @@ using data::csv::parse_number;
 using data::csv::trim;
 
 // A row's stored entry as written: the index is the file's (0- or 1-based).
-struct Entry {
+struct FileEntry {
   std::uint64_t index;
   double value;
 };
@@ -38,7 +38,7 @@ LocalData read_libsvm_shard(const std::string& path, comm::Communicator& comm,
   const shard::LineRange lines = shard::read_line_range(path, 0, 0, comm);
 
   // Pass 1: tokens, with the indices as written.
-  std::vector<std::vector<Entry>> rows;
+  std::vector<std::vector<FileEntry>> rows;
   std::vector<std::string> origins;  // "file:line" of each row
   shard::RawLabels labels;
   std::uint64_t min_index = std::numeric_limits<std::uint64_t>::max(), max_index = 0;
@@ -54,7 +54,7 @@ LocalData read_libsvm_shard(const std::string& path, comm::Communicator& comm,
           labels.values.emplace_back(label);
           labels.origins.push_back(origin);
           if (line.starts_with("qid:")) next_token(line);  // a ranking group: not a feature
-          std::vector<Entry>& row = rows.emplace_back();
+          std::vector<FileEntry>& row = rows.emplace_back();
           while (!line.empty()) {
             const std::string_view token = next_token(line);
             const std::size_t colon = token.find(':');
@@ -91,9 +91,9 @@ LocalData read_libsvm_shard(const std::string& path, comm::Communicator& comm,
   SparseRows& s = d.sparse.emplace();
   shard::collectively(comm, [&] {
     for (std::size_t r = 0; r < rows.size(); ++r) {
-      std::vector<Entry>& row = rows[r];
+      std::vector<FileEntry>& row = rows[r];
       std::sort(row.begin(), row.end(),
-                [](const Entry& a, const Entry& b) { return a.index < b.index; });
+                [](const FileEntry& a, const FileEntry& b) { return a.index < b.index; });
       for (std::size_t p = 0; p < row.size(); ++p) {
         if (row[p].index < base)
           throw DataError(cat(origins[r], ": feature index ", row[p].index,
@@ -107,7 +107,7 @@ LocalData read_libsvm_shard(const std::string& path, comm::Communicator& comm,
         s.values.push_back(row[p].value);
       }
       s.row_start.push_back(s.values.size());
-      std::vector<Entry>().swap(row);  // the parsed row is in `s` now
+      std::vector<FileEntry>().swap(row);  // the parsed row is in `s` now
     }
   });
   d.rows = rows.size();

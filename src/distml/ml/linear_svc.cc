@@ -12,22 +12,22 @@
 namespace distml::ml {
 namespace {
 
-constexpr std::string_view kName = "linear_svc";
+constexpr std::string_view kSvc = "linear_svc";
 
 void validate(const LinearSVCOptions& o) {
-  require_option(o.C > 0 && std::isfinite(o.C), kName, "C", "a positive number");
-  require_option(o.loss == "squared_hinge" || o.loss == "hinge", kName, "loss",
+  require_option(o.C > 0 && std::isfinite(o.C), kSvc, "C", "a positive number");
+  require_option(o.loss == "squared_hinge" || o.loss == "hinge", kSvc, "loss",
                  "\"squared_hinge\" or \"hinge\"");
-  require_option(o.max_iter >= 1, kName, "max_iter", "at least 1");
-  require_option(o.tol >= 0, kName, "tol", "non-negative");
-  require_option(o.intercept_scaling > 0, kName, "intercept_scaling", "positive");
-  require_option(o.solver == "auto" || o.solver == "lbfgs" || o.solver == "sgd", kName, "solver",
+  require_option(o.max_iter >= 1, kSvc, "max_iter", "at least 1");
+  require_option(o.tol >= 0, kSvc, "tol", "non-negative");
+  require_option(o.intercept_scaling > 0, kSvc, "intercept_scaling", "positive");
+  require_option(o.solver == "auto" || o.solver == "lbfgs" || o.solver == "sgd", kSvc, "solver",
                  "\"auto\", \"lbfgs\" or \"sgd\"");
-  require_option(!(o.solver == "lbfgs" && o.loss == "hinge"), kName, "solver",
+  require_option(!(o.solver == "lbfgs" && o.loss == "hinge"), kSvc, "solver",
                  "\"sgd\" or \"auto\" for loss \"hinge\" (hinge is not differentiable)");
-  require_option(o.learning_rate > 0, kName, "learning_rate", "positive");
-  require_option(o.epochs >= 1, kName, "epochs", "at least 1");
-  require_option(o.batch_size >= 1, kName, "batch_size", "at least 1");
+  require_option(o.learning_rate > 0, kSvc, "learning_rate", "positive");
+  require_option(o.epochs >= 1, kSvc, "epochs", "at least 1");
+  require_option(o.batch_size >= 1, kSvc, "batch_size", "at least 1");
 }
 
 bool uses_lbfgs(const LinearSVCOptions& o) {
@@ -110,7 +110,7 @@ void set_option(LinearSVCOptions& o, std::string_view key, std::string_view valu
   else if (key == "seed")
     o.seed = parse_uint64_option(key, value);
   else
-    throw_unknown_option(kName, key,
+    throw_unknown_option(kSvc, key,
                          {"C", "loss", "max_iter", "tol", "fit_intercept", "intercept_scaling",
                           "solver", "learning_rate", "epochs", "batch_size", "seed"});
   validate(o);
@@ -136,8 +136,8 @@ double LinearSVC::scaled_objective(const LocalData& data, const LinearSVCOptions
 
 void LinearSVC::fit(const LocalData& data, comm::Communicator& comm) {
   validate(options_);
-  throw_if_any_rank_failed(comm, check_classification_shard(data, kName));
-  check_shards_agree(comm, data, kName);
+  throw_if_any_rank_failed(comm, check_classification_shard(data, kSvc));
+  check_shards_agree(comm, data, kSvc);
   const std::size_t outputs = outputs_for(data.num_classes);
   const std::size_t f = data.features;
   const std::size_t stride = f + (options_.fit_intercept ? 1 : 0);
@@ -195,17 +195,17 @@ void LinearSVC::fit(const LocalData& data, comm::Communicator& comm) {
 }
 
 void LinearSVC::check_fitted(std::string_view what) const {
-  if (fit_.num_classes == 0) throw DataError(cat(kName, ": ", what, " before fit"));
+  if (fit_.num_classes == 0) throw DataError(cat(kSvc, ": ", what, " before fit"));
 }
 
 std::vector<double> LinearSVC::decision_function(const LocalData& data) const {
   check_fitted("decision_function");
-  return fit_.decision(data, kName);
+  return fit_.decision(data, kSvc);
 }
 
 std::vector<std::int64_t> LinearSVC::predict(const LocalData& data) const {
   check_fitted("predict");
-  return fit_.predict(data, kName);
+  return fit_.predict(data, kSvc);
 }
 
 double LinearSVC::score(const LocalData& data, comm::Communicator& comm) const {
@@ -214,24 +214,24 @@ double LinearSVC::score(const LocalData& data, comm::Communicator& comm) const {
 
 nlohmann::json LinearSVC::to_json() const {
   check_fitted("to_json");
-  nlohmann::json j = {{"estimator", kName}, {"version", 1}, {"options", options_}};
+  nlohmann::json j = {{"estimator", kSvc}, {"version", 1}, {"options", options_}};
   fit_.write(j);
   return j;
 }
 
 LinearSVC LinearSVC::from_json(const nlohmann::json& j) {
   try {
-    if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
-      throw DataError(cat("not a version 1 ", kName, " model"));
-    const auto& jo = model_field(j, "options", kName);
+    if (model_field(j, "estimator", kSvc) != kSvc || model_field(j, "version", kSvc) != 1)
+      throw DataError(cat("not a version 1 ", kSvc, " model"));
+    const auto& jo = model_field(j, "options", kSvc);
     const auto o = jo.get<LinearSVCOptions>();
     LinearSVC m(o);
-    m.fit_ = LinearFit::read(j, kName);
+    m.fit_ = LinearFit::read(j, kSvc);
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kSvc, " model: ", e.what()));
   } catch (const ConfigError& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kSvc, " model: ", e.what()));
   }
 }
 

@@ -14,20 +14,21 @@
 namespace distml::ml {
 namespace {
 
-constexpr std::string_view kName = "logistic_regression";
+constexpr std::string_view kLogreg = "logistic_regression";
 
 void validate(const LogisticRegressionOptions& o) {
-  require_option(o.C > 0 && std::isfinite(o.C), kName, "C", "a positive number");
-  require_option(o.max_iter >= 1, kName, "max_iter", "at least 1");
-  require_option(o.tol >= 0, kName, "tol", "non-negative");
-  require_option(o.penalty == "l2" || o.penalty == "l1", kName, "penalty", "\"l2\" or \"l1\"");
-  require_option(o.solver == "lbfgs" || o.solver == "sgd", kName, "solver", "\"lbfgs\" or \"sgd\"");
+  require_option(o.C > 0 && std::isfinite(o.C), kLogreg, "C", "a positive number");
+  require_option(o.max_iter >= 1, kLogreg, "max_iter", "at least 1");
+  require_option(o.tol >= 0, kLogreg, "tol", "non-negative");
+  require_option(o.penalty == "l2" || o.penalty == "l1", kLogreg, "penalty", "\"l2\" or \"l1\"");
+  require_option(o.solver == "lbfgs" || o.solver == "sgd", kLogreg, "solver",
+                 "\"lbfgs\" or \"sgd\"");
   if (o.penalty == "l1" && o.solver != "lbfgs")
     throw ConfigError(
-        cat(kName, ": penalty \"l1\" needs solver \"lbfgs\" (OWL-QN), not \"", o.solver, "\""));
-  require_option(o.learning_rate > 0, kName, "learning_rate", "positive");
-  require_option(o.epochs >= 1, kName, "epochs", "at least 1");
-  require_option(o.batch_size >= 1, kName, "batch_size", "at least 1");
+        cat(kLogreg, ": penalty \"l1\" needs solver \"lbfgs\" (OWL-QN), not \"", o.solver, "\""));
+  require_option(o.learning_rate > 0, kLogreg, "learning_rate", "positive");
+  require_option(o.epochs >= 1, kLogreg, "epochs", "at least 1");
+  require_option(o.batch_size >= 1, kLogreg, "batch_size", "at least 1");
 }
 
 // Where the parameters of output m live in the flat vector the solvers see.
@@ -175,7 +176,7 @@ void set_option(LogisticRegressionOptions& o, std::string_view key, std::string_
   else if (key == "seed")
     o.seed = parse_uint64_option(key, value);
   else
-    throw_unknown_option(kName, key,
+    throw_unknown_option(kLogreg, key,
                          {"C", "max_iter", "tol", "fit_intercept", "penalty", "solver",
                           "learning_rate", "epochs", "batch_size", "seed"});
   validate(o);
@@ -200,8 +201,8 @@ double LogisticRegression::scaled_objective(const LocalData& data,
 
 void LogisticRegression::fit(const LocalData& data, comm::Communicator& comm) {
   validate(options_);
-  throw_if_any_rank_failed(comm, check_classification_shard(data, kName));
-  check_shards_agree(comm, data, kName);
+  throw_if_any_rank_failed(comm, check_classification_shard(data, kLogreg));
+  check_shards_agree(comm, data, kLogreg);
   const Layout l(data.features, data.num_classes, options_.fit_intercept);
   const double n = static_cast<double>(data.global_rows);
   std::vector<double> w(l.size(), 0.0);
@@ -250,12 +251,12 @@ void LogisticRegression::fit(const LocalData& data, comm::Communicator& comm) {
 }
 
 void LogisticRegression::check_fitted(std::string_view what) const {
-  if (fit_.num_classes == 0) throw DataError(cat(kName, ": ", what, " before fit"));
+  if (fit_.num_classes == 0) throw DataError(cat(kLogreg, ": ", what, " before fit"));
 }
 
 std::vector<double> LogisticRegression::decision_function(const LocalData& data) const {
   check_fitted("decision_function");
-  return fit_.decision(data, kName);
+  return fit_.decision(data, kLogreg);
 }
 
 std::vector<double> LogisticRegression::predict_proba(const LocalData& data) const {
@@ -274,7 +275,7 @@ std::vector<double> LogisticRegression::predict_proba(const LocalData& data) con
 
 std::vector<std::int64_t> LogisticRegression::predict(const LocalData& data) const {
   check_fitted("predict");
-  return fit_.predict(data, kName);
+  return fit_.predict(data, kLogreg);
 }
 
 double LogisticRegression::score(const LocalData& data, comm::Communicator& comm) const {
@@ -283,24 +284,24 @@ double LogisticRegression::score(const LocalData& data, comm::Communicator& comm
 
 nlohmann::json LogisticRegression::to_json() const {
   check_fitted("to_json");
-  nlohmann::json j = {{"estimator", kName}, {"version", 1}, {"options", options_}};
+  nlohmann::json j = {{"estimator", kLogreg}, {"version", 1}, {"options", options_}};
   fit_.write(j);
   return j;
 }
 
 LogisticRegression LogisticRegression::from_json(const nlohmann::json& j) {
   try {
-    if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
-      throw DataError(cat("not a version 1 ", kName, " model"));
-    const auto& jo = model_field(j, "options", kName);
+    if (model_field(j, "estimator", kLogreg) != kLogreg || model_field(j, "version", kLogreg) != 1)
+      throw DataError(cat("not a version 1 ", kLogreg, " model"));
+    const auto& jo = model_field(j, "options", kLogreg);
     const auto o = jo.get<LogisticRegressionOptions>();  // no "penalty" (older files): l2
     LogisticRegression m(o);
-    m.fit_ = LinearFit::read(j, kName);
+    m.fit_ = LinearFit::read(j, kLogreg);
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kLogreg, " model: ", e.what()));
   } catch (const ConfigError& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kLogreg, " model: ", e.what()));
   }
 }
 

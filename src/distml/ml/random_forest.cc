@@ -14,7 +14,7 @@
 namespace distml::ml {
 namespace {
 
-constexpr std::string_view kName = "random_forest";
+constexpr std::string_view kForest = "random_forest";
 // derive_seed streams of the bootstrap and of the trees' feature draws.
 constexpr std::uint64_t kBootstrapStream = 0x626f6f74, kTreeStream = 0x74726565;
 // A row's bootstrap weight is capped here (P(Poisson(1) > 16) < 1e-14), which bounds the terms
@@ -43,14 +43,14 @@ std::size_t max_features_count(std::string_view v, std::size_t features, bool cl
 
 void validate(const RandomForestOptions& o) {
   require_option(o.criterion == "auto" || o.criterion == "gini" || o.criterion == "squared_error",
-                 kName, "criterion", "\"auto\", \"gini\" or \"squared_error\"");
-  require_option(o.n_estimators >= 1, kName, "n_estimators", "at least 1");
-  require_option(o.max_depth >= 0, kName, "max_depth", "non-negative (0: no limit)");
-  require_option(o.min_samples_leaf >= 1, kName, "min_samples_leaf", "at least 1");
-  require_option(max_features_count(o.max_features, 1, true) > 0, kName, "max_features",
+                 kForest, "criterion", "\"auto\", \"gini\" or \"squared_error\"");
+  require_option(o.n_estimators >= 1, kForest, "n_estimators", "at least 1");
+  require_option(o.max_depth >= 0, kForest, "max_depth", "non-negative (0: no limit)");
+  require_option(o.min_samples_leaf >= 1, kForest, "min_samples_leaf", "at least 1");
+  require_option(max_features_count(o.max_features, 1, true) > 0, kForest, "max_features",
                  "auto, sqrt, log2, all, a fraction in (0, 1] (with a '.') or a count >= 1");
-  require_option(o.max_samples > 0 && o.max_samples <= 1, kName, "max_samples", "in (0, 1]");
-  require_option(o.max_bins >= 2 && o.max_bins <= 255, kName, "max_bins", "in [2, 255]");
+  require_option(o.max_samples > 0 && o.max_samples <= 1, kForest, "max_samples", "in (0, 1]");
+  require_option(o.max_bins >= 2 && o.max_bins <= 255, kForest, "max_bins", "in [2, 255]");
 }
 
 // Poisson(mean) by inversion, capped at kMaxWeight.
@@ -86,23 +86,23 @@ ForestTree tree_from_json(const nlohmann::json& j, std::size_t features, std::si
   ForestTree t;
   for (const auto& jn : j) {
     ForestNode n;
-    n.weight = model_field(jn, "weight", kName).get<double>();
+    n.weight = model_field(jn, "weight", kForest).get<double>();
     if (jn.contains("value")) {
       n.value = jn["value"].get<std::vector<double>>();
     } else {
-      n.feature = model_field(jn, "feature", kName).get<int>();
-      n.threshold = model_field(jn, "threshold", kName).get<double>();
-      n.missing_left = model_field(jn, "missing_left", kName).get<bool>();
-      n.left = model_field(jn, "left", kName).get<int>();
-      n.right = model_field(jn, "right", kName).get<int>();
-      n.gain = model_field(jn, "gain", kName).get<double>();
+      n.feature = model_field(jn, "feature", kForest).get<int>();
+      n.threshold = model_field(jn, "threshold", kForest).get<double>();
+      n.missing_left = model_field(jn, "missing_left", kForest).get<bool>();
+      n.left = model_field(jn, "left", kForest).get<int>();
+      n.right = model_field(jn, "right", kForest).get<int>();
+      n.gain = model_field(jn, "gain", kForest).get<double>();
     }
     t.nodes.push_back(std::move(n));
   }
-  check_tree_links(t.nodes, features, kName);
+  check_tree_links(t.nodes, features, kForest);
   for (std::size_t i = 0; i < t.nodes.size(); ++i)
     if (t.nodes[i].is_leaf() && t.nodes[i].value.size() != outputs)
-      throw DataError(cat(kName, " model: leaf ", i, " has ", t.nodes[i].value.size(),
+      throw DataError(cat(kForest, " model: leaf ", i, " has ", t.nodes[i].value.size(),
                           " values, not ", outputs));
   return t;
 }
@@ -130,7 +130,7 @@ void set_option(RandomForestOptions& options, std::string_view key, std::string_
   else if (key == "seed")
     o.seed = parse_uint64_option(key, value);
   else
-    throw_unknown_option(kName, key,
+    throw_unknown_option(kForest, key,
                          {"criterion", "n_estimators", "max_depth", "min_samples_leaf",
                           "max_features", "bootstrap", "max_samples", "max_bins", "seed"});
   validate(o);
@@ -147,8 +147,8 @@ void RandomForest::fit(const LocalData& data, comm::Communicator& comm) {
                                 : data.num_classes > 0       ? "gini"
                                                              : "squared_error";
   const bool classifier = criterion == "gini";
-  throw_if_any_rank_failed(comm, check_tree_shard(data, !classifier, kName));
-  check_shards_agree(comm, data, kName);
+  throw_if_any_rank_failed(comm, check_tree_shard(data, !classifier, kForest));
+  check_shards_agree(comm, data, kForest);
 
   const auto bins = FeatureBins::fit(data, options_.max_bins, comm);
   const auto binned = bins.bin_rows(data);
@@ -208,11 +208,11 @@ std::vector<double> RandomForest::feature_importances() const {
 }
 
 void RandomForest::check_fitted(std::string_view what) const {
-  if (trees_.empty()) throw DataError(cat(kName, ": ", what, " before fit"));
+  if (trees_.empty()) throw DataError(cat(kForest, ": ", what, " before fit"));
 }
 
 std::vector<double> RandomForest::mean_leaf_values(const LocalData& data) const {
-  check_feature_count(data, features_, kName);
+  check_feature_count(data, features_, kForest);
   const std::size_t k = classifier() ? static_cast<std::size_t>(num_classes_) : 1;
   std::vector<double> out(data.rows * k, 0.0), scratch;
   const double scale = 1.0 / static_cast<double>(trees_.size());
@@ -230,14 +230,14 @@ std::vector<double> RandomForest::mean_leaf_values(const LocalData& data) const 
 
 std::vector<double> RandomForest::predict_proba(const LocalData& data) const {
   check_fitted("predict_proba");
-  if (!classifier()) throw DataError(cat(kName, ": predict_proba of a ", criterion_, " model"));
+  if (!classifier()) throw DataError(cat(kForest, ": predict_proba of a ", criterion_, " model"));
   return mean_leaf_values(data);
 }
 
 std::vector<std::int64_t> RandomForest::predict(const LocalData& data) const {
   check_fitted("predict");
   if (!classifier())
-    throw DataError(cat(kName, ": a ", criterion_, " model predicts values (predict_values)"));
+    throw DataError(cat(kForest, ": a ", criterion_, " model predicts values (predict_values)"));
   const auto p = mean_leaf_values(data);
   const auto k = static_cast<std::size_t>(num_classes_);
   std::vector<std::int64_t> out(data.rows);
@@ -247,20 +247,20 @@ std::vector<std::int64_t> RandomForest::predict(const LocalData& data) const {
 
 std::vector<double> RandomForest::predict_values(const LocalData& data) const {
   check_fitted("predict_values");
-  if (classifier()) throw DataError(cat(kName, ": a gini model predicts class ids"));
+  if (classifier()) throw DataError(cat(kForest, ": a gini model predicts class ids"));
   return mean_leaf_values(data);
 }
 
 double RandomForest::score(const LocalData& data, comm::Communicator& comm) const {
   if (classifier()) return global_accuracy(comm, data, predict(data));
-  return global_r2(comm, data, predict_values(data), kName);
+  return global_r2(comm, data, predict_values(data), kForest);
 }
 
 nlohmann::json RandomForest::to_json() const {
   check_fitted("to_json");
   nlohmann::json trees = nlohmann::json::array();
   for (const auto& t : trees_) trees.push_back(tree_to_json(t));
-  return {{"estimator", kName},
+  return {{"estimator", kForest},
           {"version", 1},
           {"options", options_},
           {"criterion", criterion_},
@@ -272,25 +272,25 @@ nlohmann::json RandomForest::to_json() const {
 
 RandomForest RandomForest::from_json(const nlohmann::json& j) {
   try {
-    if (model_field(j, "estimator", kName) != kName || model_field(j, "version", kName) != 1)
-      throw DataError(cat("not a version 1 ", kName, " model"));
-    RandomForest m(model_field(j, "options", kName).get<RandomForestOptions>());
-    m.criterion_ = model_field(j, "criterion", kName).get<std::string>();
-    m.num_classes_ = model_field(j, "num_classes", kName).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kName).get<std::size_t>();
+    if (model_field(j, "estimator", kForest) != kForest || model_field(j, "version", kForest) != 1)
+      throw DataError(cat("not a version 1 ", kForest, " model"));
+    RandomForest m(model_field(j, "options", kForest).get<RandomForestOptions>());
+    m.criterion_ = model_field(j, "criterion", kForest).get<std::string>();
+    m.num_classes_ = model_field(j, "num_classes", kForest).get<std::int64_t>();
+    m.features_ = model_field(j, "features", kForest).get<std::size_t>();
     const bool classifier = m.criterion_ == "gini";
     if ((!classifier && m.criterion_ != "squared_error") || (classifier && m.num_classes_ < 2))
       throw DataError(
-          cat(kName, " model: criterion ", m.criterion_, " with ", m.num_classes_, " classes"));
+          cat(kForest, " model: criterion ", m.criterion_, " with ", m.num_classes_, " classes"));
     const std::size_t outputs = classifier ? static_cast<std::size_t>(m.num_classes_) : 1;
-    for (const auto& jt : model_field(j, "trees", kName))
+    for (const auto& jt : model_field(j, "trees", kForest))
       m.trees_.push_back(tree_from_json(jt, m.features_, outputs));
-    if (m.trees_.empty()) throw DataError(cat(kName, " model: no trees"));
+    if (m.trees_.empty()) throw DataError(cat(kForest, " model: no trees"));
     return m;
   } catch (const nlohmann::json::exception& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kForest, " model: ", e.what()));
   } catch (const ConfigError& e) {
-    throw DataError(cat(kName, " model: ", e.what()));
+    throw DataError(cat(kForest, " model: ", e.what()));
   }
 }
 
