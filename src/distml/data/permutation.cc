@@ -16,6 +16,13 @@ std::uint64_t mix(std::uint64_t z) {
 
 std::uint64_t splitmix64(std::uint64_t z) { return mix(z + 0x9e3779b97f4a7c15ULL); }
 
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b) {
+  SplitMix64 h(seed);
+  SplitMix64 ha(h.next() ^ a);
+  SplitMix64 hb(ha.next() ^ b);
+  return hb.next();
+}
+
 std::uint64_t SplitMix64::next() {
   state_ += 0x9e3779b97f4a7c15ULL;
   return mix(state_);

@@ -29,6 +29,9 @@ class SplitMix64 {
 /// output bits, so neighbouring inputs (seed, index) give unrelated seeds.
 std::uint64_t splitmix64(std::uint64_t z);
 
+/// An independent seed for stream (a, b) of `seed`, e.g. (rank, round).
+std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0);
+
 /// The permutation of 0..n-1 for (seed, epoch): a Fisher-Yates shuffle (for i = n-1 down
 /// to 1, swap i with below(i + 1)) driven by SplitMix64 seeded with
 /// mix(seed ^ mix(epoch)), where mix is splitmix64's output function.

@@ -83,7 +83,7 @@ class Grower {
     const std::size_t end = std::min(begin + draws_, active_.size());
     std::vector<int> out;
     // Distinct draws by rejection, so that pass p continues the sequence of pass p - 1.
-    data::SplitMix64 rng(derive_seed(o.key, kFeatureStream));
+    data::SplitMix64 rng(data::derive_seed(o.key, kFeatureStream));
     std::vector<int> drawn;
     while (drawn.size() < end) {
       const auto a = static_cast<std::size_t>(rng.next() % active_.size());
@@ -171,8 +171,8 @@ class Grower {
     const auto f = static_cast<std::size_t>(s.feature);
     const std::uint8_t missing_bin = bins_.missing_bin(f);
     OpenNode left{
-        static_cast<int>(tree.nodes.size()), derive_seed(o.key, 1), o.depth + 1, 0, {}, s.left};
-    OpenNode right{left.node + 1, derive_seed(o.key, 2), o.depth + 1, 0, {}, o.sums};
+        static_cast<int>(tree.nodes.size()), data::derive_seed(o.key, 1), o.depth + 1, 0, {}, s.left};
+    OpenNode right{left.node + 1, data::derive_seed(o.key, 2), o.depth + 1, 0, {}, o.sums};
     for (std::size_t c = 0; c < channels_; ++c) right.sums[c] -= s.left[c];
     for (std::uint32_t r : o.rows) {
       const std::uint8_t b = rows.binned[static_cast<std::size_t>(r) * F + f];

@@ -257,7 +257,7 @@ void GaussianMixture::fit(const LocalData& data, comm::Communicator& comm) {
   GaussianMixture best = *this;
   for (int run = 0; run < options_.n_init; ++run) {
     GaussianMixture m = *this;
-    const auto seed = derive_seed(options_.seed, kRunStream, static_cast<std::uint64_t>(run));
+    const auto seed = data::derive_seed(options_.seed, kRunStream, static_cast<std::uint64_t>(run));
     m.m_step(data, comm, initial_responsibilities(data, comm, options_, seed), 0);
     double lower = -std::numeric_limits<double>::infinity();
     m.converged_ = false;

@@ -262,7 +262,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
     const std::uint64_t tree = static_cast<std::uint64_t>(round) * outputs + k;
     if (options_.subsample < 1) {
       s.all_rows = false;
-      const std::uint64_t seed = derive_seed(options_.seed, kRowStream, tree);
+      const std::uint64_t seed = data::derive_seed(options_.seed, kRowStream, tree);
       for (std::size_t i = 0; i < fit_rows.rows; ++i)
         if (in_test_split(first_row + i, options_.subsample, seed))
           s.rows.push_back(static_cast<std::uint32_t>(i));
@@ -270,7 +270,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
     if (options_.colsample_bytree < 1) {
       std::vector<std::size_t> order(features_);
       std::iota(order.begin(), order.end(), std::size_t{0});
-      data::SplitMix64 rng(derive_seed(options_.seed, kColumnStream, tree));
+      data::SplitMix64 rng(data::derive_seed(options_.seed, kColumnStream, tree));
       for (std::size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.next() % i]);
       const auto keep = std::max<std::size_t>(
           1, static_cast<std::size_t>(std::ceil(options_.colsample_bytree * features_)));

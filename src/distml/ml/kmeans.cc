@@ -170,7 +170,7 @@ void KMeans::fit(const LocalData& data, comm::Communicator& comm) {
   const auto k = static_cast<std::size_t>(options_.k);
   Run best;
   for (int r = 0; r < options_.n_init; ++r) {
-    const std::uint64_t seed = derive_seed(options_.seed, kRunStream, r);
+    const std::uint64_t seed = data::derive_seed(options_.seed, kRunStream, r);
     std::vector<double> initial;
     if (options_.init == "k-means||")
       initial = init_kmeans_parallel(data, layout, comm, k, options_.oversampling,
@@ -197,7 +197,7 @@ void KMeans::fit(const LocalData& data, comm::Communicator& comm,
   const double tol = options_.tol * mean_feature_variance(data, layout.global_rows(), comm);
   keep(options_.algorithm == "lloyd" ? run_lloyd(data, layout, comm, initial_centroids, tol)
                                      : run_minibatch(data, layout, comm, initial_centroids, tol,
-                                                     derive_seed(options_.seed, kRunStream, 0)),
+                                                     data::derive_seed(options_.seed, kRunStream, 0)),
        data.features);
 }
 

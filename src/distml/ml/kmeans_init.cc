@@ -118,7 +118,7 @@ std::vector<double> init_kmeans_parallel(const LocalData& data, const ShardLayou
   const std::size_t d = data.features, n = data.rows;
   const double l = oversampling * static_cast<double>(k);
 
-  data::SplitMix64 first_rng(derive_seed(seed, kFirstCentreStream));
+  data::SplitMix64 first_rng(data::derive_seed(seed, kFirstCentreStream));
   std::vector<double> candidates =
       gather_rows(data, layout, {first_rng.below(layout.global_rows())}, comm);
   std::vector<double> min_dist2(n, std::numeric_limits<double>::infinity());
@@ -128,10 +128,10 @@ std::vector<double> init_kmeans_parallel(const LocalData& data, const ShardLayou
 
   std::vector<std::int64_t> counts(comm.size());
   for (int round = 0; round < rounds && phi > 0; ++round) {
-    data::SplitMix64 rng(derive_seed(seed, 1 + comm.rank(), 1 + round));
+    data::SplitMix64 rng(data::derive_seed(seed, 1 + comm.rank(), 1 + round));
     std::vector<double> kept;
     for (std::size_t i = 0; i < n; ++i)
-      if (uniform01(rng) < l * min_dist2[i] / phi)
+      if (rng.uniform() < l * min_dist2[i] / phi)
         kept.insert(kept.end(), data.row(i), data.row(i) + d);
     const std::int64_t mine = static_cast<std::int64_t>(kept.size());
     comm.allgather(comm::ConstBuffer{&mine, 1, comm::DType::i64}, comm::view(counts));
@@ -151,7 +151,7 @@ std::vector<double> init_kmeans_parallel(const LocalData& data, const ShardLayou
   for (std::size_t i = 0; i < n; ++i) weights[nearest[i]] += 1;
   comm.allreduce(comm::view(weights));
 
-  data::SplitMix64 rng(derive_seed(seed, kReclusterStream));
+  data::SplitMix64 rng(data::derive_seed(seed, kReclusterStream));
   const PointSet points{candidates.data(), m, d};
   std::vector<double> centres = kmeans_plus_plus(points, weights, k, rng);
   weighted_lloyd(points, weights, centres, kReclusterIterations);
@@ -161,7 +161,7 @@ std::vector<double> init_kmeans_parallel(const LocalData& data, const ShardLayou
 std::vector<double> init_kmeans_plus_plus(const LocalData& data, const ShardLayout& layout,
                                           comm::Communicator& comm, std::size_t k,
                                           std::uint64_t seed) {
-  data::SplitMix64 rng(derive_seed(seed, kSampleStream));
+  data::SplitMix64 rng(data::derive_seed(seed, kSampleStream));
   const auto indices =
       sample_indices(layout.global_rows(), plus_plus_sample_size(layout.global_rows(), k), rng);
   const std::vector<double> sample = gather_rows(data, layout, indices, comm);
@@ -171,7 +171,7 @@ std::vector<double> init_kmeans_plus_plus(const LocalData& data, const ShardLayo
 
 std::vector<double> init_random(const LocalData& data, const ShardLayout& layout,
                                 comm::Communicator& comm, std::size_t k, std::uint64_t seed) {
-  data::SplitMix64 rng(derive_seed(seed, kRandomStream));
+  data::SplitMix64 rng(data::derive_seed(seed, kRandomStream));
   return gather_rows(data, layout, sample_indices(layout.global_rows(), k, rng), comm);
 }
 

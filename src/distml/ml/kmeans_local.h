@@ -41,12 +41,6 @@ void assign_nearest(const PointSet& points, const PointSet& centres, std::int64_
 /// The sum over points of the squared distance to the nearest centre (0 for no points).
 double nearest_distance_sum(const PointSet& points, const PointSet& centres);
 
-/// A uniform double in [0, 1) from the top 53 bits of one draw.
-double uniform01(data::SplitMix64& rng);
-
-/// An independent seed for stream (a, b) of `seed`, e.g. (rank, round).
-std::uint64_t derive_seed(std::uint64_t seed, std::uint64_t a, std::uint64_t b = 0);
-
 /// Greedy weighted k-means++ (Arthur & Vassilvitskii 2007, with scikit-learn's
 /// 2 + floor(ln k) local trials per centre): the first centre is drawn with probability
 /// proportional to weight, each next one proportional to weight x d² to the chosen ones,

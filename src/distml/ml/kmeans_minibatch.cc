@@ -54,7 +54,7 @@ KMeans::Run KMeans::run_minibatch(const LocalData& data, const ShardLayout& layo
   const auto quota = static_cast<std::size_t>(std::llround(global_batch * n / global_rows));
   const auto steps = std::max<std::int64_t>(
       1, static_cast<std::int64_t>(options_.max_iter * global_rows / global_batch));
-  const std::uint64_t stream_seed = derive_seed(seed, kMinibatchStream);
+  const std::uint64_t stream_seed = data::derive_seed(seed, kMinibatchStream);
 
   MinibatchConvergence convergence(global_batch * 2 / (global_rows + 1), tol,
                                    options_.max_no_improvement);
@@ -62,7 +62,7 @@ KMeans::Run KMeans::run_minibatch(const LocalData& data, const ShardLayout& layo
   std::vector<std::int64_t> labels(quota);
   Run run;
   for (std::int64_t step = 0; step < steps; ++step) {
-    data::SplitMix64 rng(derive_seed(stream_seed, 1 + comm.rank(), step));
+    data::SplitMix64 rng(data::derive_seed(stream_seed, 1 + comm.rank(), step));
     for (std::size_t b = 0; b < quota; ++b) {
       const double* x = data.row(rng.below(n));
       std::copy(x, x + d, batch.begin() + b * d);

@@ -176,14 +176,14 @@ void RandomForest::fit(const LocalData& data, comm::Communicator& comm) {
   for (int t = 0; t < options_.n_estimators; ++t) {
     const auto tree = static_cast<std::uint64_t>(t);
     if (options_.bootstrap) {
-      const std::uint64_t seed = derive_seed(options_.seed, kBootstrapStream, tree);
+      const std::uint64_t seed = data::derive_seed(options_.seed, kBootstrapStream, tree);
       for (std::size_t i = 0; i < data.rows; ++i) {
-        data::SplitMix64 rng(derive_seed(seed, first_row + i));
-        weight[i] = poisson(options_.max_samples, uniform01(rng));
+        data::SplitMix64 rng(data::derive_seed(seed, first_row + i));
+        weight[i] = poisson(options_.max_samples, rng.uniform());
       }
     }
     trees_.push_back(grower.grow({binned, y, y_squared, weight},
-                                 derive_seed(options_.seed, kTreeStream, tree), comm));
+                                 data::derive_seed(options_.seed, kTreeStream, tree), comm));
   }
 }
 
