@@ -119,6 +119,14 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::choice_key("strategy", "mode", {"bsp", "asp", "ssp"}, CONFIG_FIELD(strategy.mode)),
       K::int_key("strategy", "staleness", 0, CONFIG_FIELD(strategy.staleness)),
 
+      K::choice_key("compress", "name", compress::compressor_names(), CONFIG_FIELD(compress.name)),
+      K::float_key("compress", "ratio", config::Range{0, 1, true, false, "in (0, 1]"},
+                   CONFIG_FIELD(compress.ratio)),
+      K::int_key("compress", "levels", 1, CONFIG_FIELD(compress.levels)),
+      K::int_key("compress", "rank", 1, CONFIG_FIELD(compress.rank)),
+      K::bool_key("compress", "error_feedback", CONFIG_FIELD(compress.error_feedback)),
+      K::int_key("compress", "warmup_steps", 0, CONFIG_FIELD(compress.warmup_steps)),
+
       K::int_key("parallel", "pipeline_stages", 1, CONFIG_FIELD(parallel.pipeline_stages)),
       K::int_key("parallel", "tensor", 1, CONFIG_FIELD(parallel.tensor)),
       K::int_key("parallel", "micro_batches", 1, CONFIG_FIELD(parallel.micro_batches)),

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distml/nn/model_registry.h"
+#include "distml/train/compress/compress_options.h"
 #include "distml/train/optimizer_factory.h"
 
 namespace distml::train {
@@ -101,6 +102,7 @@ struct TrainConfig {
   bool scale_lr = false;  // optim.scale_lr: linear scaling rule, lr x world size
   TrainLoopConfig train;
   StrategyConfig strategy;
+  compress::CompressOptions compress;  // gradient compression (strategy allreduce)
   ParallelConfig parallel;
 };
 

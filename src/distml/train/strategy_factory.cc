@@ -61,7 +61,18 @@ PsStrategyOptions ps_options(const TrainConfig& config) {
 
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm) {
   const StrategyConfig& c = config.strategy;
-  if (c.name == "allreduce") return std::make_unique<AllreduceStrategy>(comm, allreduce_options(c));
+  if (c.name == "allreduce") {
+    AllreduceStrategyOptions o = allreduce_options(c);
+    o.compress = config.compress;
+    o.compress.seed = config.train.seed;
+    return std::make_unique<AllreduceStrategy>(comm, o);
+  }
+  if (config.compress.name != "none")
+    throw ConfigError(cat(config.origin("compress.name"),
+                          ": compress.name = ", config.compress.name,
+                          " needs strategy.name = allreduce (gradient "
+                          "compression is not built for strategy ",
+                          c.name, " yet)"));
   if (c.name == "ps") return std::make_unique<PsStrategy>(comm, ps_options(config));
   if (c.name == "zero") {
     return std::make_unique<ZeroStrategy>(

@@ -34,12 +34,30 @@ void AllreduceStrategy::setup(const nn::ModelTensors& model) {
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(trainable), plan, 1, [this](std::size_t) { launch_ready_buckets(); },
       /*flags=*/!options_.find_unused_parameters);
+  if (options_.compress.name == "none") return;
+  const auto& params = buckets_->params();
+  for (const auto& bucket : buckets_->buckets()) {
+    compress::BucketLayout layout;
+    layout.offsets = bucket.offsets;
+    for (std::size_t p : bucket.params) {
+      if (params[p].scalar_type() != torch::kFloat32)
+        throw ConfigError(cat("compress.name = ", options_.compress.name,
+                              ": gradient compression needs float32 parameters (train.dtype = "
+                              "float32); this model has ",
+                              c10::toString(params[p].scalar_type())));
+      layout.shapes.push_back(params[p].sizes().vec());
+      layout.elements += params[p].numel();
+    }
+    layouts_.push_back(std::move(layout));
+  }
+  compressor_ = compress::make_compressor(options_.compress, layouts_);
 }
 
 void AllreduceStrategy::before_backward(bool sync) { buckets_->set_sync(sync); }
 
 // 4. In plan order only, so that all ranks issue the same all-reduces in the same order.
 void AllreduceStrategy::launch_ready_buckets() {
+  if (compressing()) return;
   auto& buckets = buckets_->buckets();
   std::size_t launched = 0;
   while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
@@ -61,8 +79,13 @@ void AllreduceStrategy::before_optimizer_step() {
   const auto backward_end = last_launch_;
   const std::string missing = buckets_->complete_unused(options_.find_unused_parameters);
   const auto wait_start = Clock::now();
+  if (compressing()) {
+    first_launch_ = wait_start;
+    reduce_compressed();
+  }
   for (auto& work : work_) work.wait();
   next_launch_ = 0;
+  ++steps_;
   buckets_->throw_if_missing(missing);
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
@@ -72,6 +95,31 @@ void AllreduceStrategy::before_optimizer_step() {
   for (std::size_t index = 0; index < work_.size(); ++index)
     buckets_->copy_to_grads(index, buckets_->flat(index));
   buckets_->reset();
+}
+
+void AllreduceStrategy::reduce_compressed() {
+  auto& buckets = buckets_->buckets();
+  for (std::size_t b = 0; b < buckets.size(); ++b) {
+    const auto grads = buckets_->flat(b).narrow(0, 0, layouts_[b].elements);
+    const auto reduced = compressor_->reduce(grads, b, steps_ + 1, comm_);
+    grads.copy_(reduced.average);
+    stats_.bytes_sent += reduced.bytes_sent;
+  }
+  if (options_.find_unused_parameters) return;
+  // 5.'s flags, one element per bucket, averaged as they would have been with the gradients.
+  auto flags = torch::empty({static_cast<std::int64_t>(buckets.size())}, torch::kFloat32);
+  for (std::size_t b = 0; b < buckets.size(); ++b) flags[b] = buckets_->flat(b)[buckets[b].flag_at];
+  comm_.allreduce(buffer_of(flags), {.op = comm::ReduceOp::avg});
+  for (std::size_t b = 0; b < buckets.size(); ++b) buckets_->flat(b)[buckets[b].flag_at] = flags[b];
+  stats_.bytes_sent += flags.numel() * flags.element_size();
+}
+
+std::string AllreduceStrategy::save_state() {
+  return compressor_ ? compressor_->save_state() : std::string();
+}
+
+void AllreduceStrategy::load_state(const std::string& state) {
+  if (compressor_) compressor_->load_state(state);
 }
 
 }  // namespace distml::train

@@ -23,6 +23,9 @@
 //     that already gave up. Then the averages are copied back into .grad().
 //  6. On micro-steps with before_backward(false) the hooks do nothing: gradients accumulate
 //     locally in .grad(), and only the step's last backward communicates.
+// With a compressor (compress/compressor.h; after compress.warmup_steps plain steps) step 4 is
+// left out: once backward is done, before_optimizer_step() reduces bucket by bucket through the
+// compressor, whose collectives block, and the flags travel in one all-reduce of their own.
 #pragma once
 
 #include <chrono>
@@ -31,6 +34,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/train/compress/compressor.h"
 #include "distml/train/strategies/gradient_buckets.h"
 #include "distml/train/strategy.h"
 
@@ -43,6 +47,7 @@ struct AllreduceStrategyOptions {
   /// Send the current .grad() (or zeros) of parameters that got no gradient, instead of
   /// failing the step.
   bool find_unused_parameters = false;
+  compress::CompressOptions compress;
 };
 
 class AllreduceStrategy final : public Strategy {
@@ -53,10 +58,16 @@ class AllreduceStrategy final : public Strategy {
   void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override;
   void before_optimizer_step() override;
+  std::string save_state() override;
+  void load_state(const std::string& state) override;
+  void resumed_at(std::int64_t global_step) override { steps_ = global_step; }
   StrategyStats stats() const override { return stats_; }
 
  private:
   void launch_ready_buckets();
+  /// Whether this step goes through the compressor (not in warm-up).
+  bool compressing() const { return compressor_ && steps_ >= options_.compress.warmup_steps; }
+  void reduce_compressed();
 
   comm::Communicator& comm_;
   AllreduceStrategyOptions options_;
@@ -65,6 +76,9 @@ class AllreduceStrategy final : public Strategy {
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
   std::chrono::steady_clock::time_point first_launch_, last_launch_;
+  std::unique_ptr<compress::Compressor> compressor_;
+  std::vector<compress::BucketLayout> layouts_;
+  std::int64_t steps_ = 0;  // steps completed, counting those before a resume
   StrategyStats stats_;
 };
 

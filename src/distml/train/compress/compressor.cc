@@ -1,0 +1,146 @@
+#include "distml/train/compress/compressor.h"
+
+#include <sstream>
+
+#include "distml/core/error.h"
+#include "distml/data/permutation.h"
+#include "distml/train/compress/compressors.h"
+#include "distml/train/tensor_buffer.h"
+
+namespace distml::train::compress {
+namespace {
+
+std::size_t bytes_of(const PayloadCompressor::Payload& payload) {
+  std::size_t bytes = 0;
+  for (const auto& t : payload) bytes += t.numel() * t.element_size();
+  return bytes;
+}
+
+// Keeps input - sent per bucket and adds it to the next gradient of that bucket.
+class ErrorFeedback final : public Compressor {
+ public:
+  explicit ErrorFeedback(std::unique_ptr<Compressor> inner) : inner_(std::move(inner)) {}
+
+  Reduced reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
+                 comm::Communicator& comm) override {
+    if (residuals_.size() <= bucket) residuals_.resize(bucket + 1);
+    torch::Tensor& residual = residuals_[bucket];
+    const torch::Tensor input = residual.defined() ? grad + residual : grad;
+    Reduced r = inner_->reduce(input, bucket, step, comm);
+    residual = input - r.sent;
+    return r;
+  }
+
+  std::string save_state() const override {
+    torch::serialize::OutputArchive archive;
+    archive.write("inner", inner_->save_state());
+    archive.write("buckets", torch::tensor(static_cast<std::int64_t>(residuals_.size())));
+    for (std::size_t b = 0; b < residuals_.size(); ++b)
+      if (residuals_[b].defined()) archive.write(cat("residual", b), residuals_[b]);
+    std::ostringstream out;
+    archive.save_to(out);
+    return out.str();
+  }
+
+  void load_state(const std::string& state) override {
+    if (state.empty()) return;
+    torch::serialize::InputArchive archive;
+    archive.load_from(state.data(), state.size());
+    c10::IValue inner;
+    archive.read("inner", inner);
+    inner_->load_state(inner.toStringRef());
+    torch::Tensor count;
+    archive.read("buckets", count);
+    residuals_.assign(static_cast<std::size_t>(count.item<std::int64_t>()), torch::Tensor());
+    for (std::size_t b = 0; b < residuals_.size(); ++b)
+      archive.try_read(cat("residual", b), residuals_[b]);
+  }
+
+ private:
+  std::unique_ptr<Compressor> inner_;
+  std::vector<torch::Tensor> residuals_;
+};
+
+}  // namespace
+
+const std::vector<std::string>& compressor_names() {
+  static const std::vector<std::string> names = {"none", "fp16",    "bf16", "topk",    "randomk",
+                                                 "qsgd", "natural", "sign", "powersgd"};
+  return names;
+}
+
+torch::Tensor PayloadCompressor::combine(const torch::Tensor& decoded) const {
+  return decoded.mean(0);
+}
+
+Reduced PayloadCompressor::reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
+                                  comm::Communicator& comm) {
+  const std::int64_t n = grad.numel();
+  // Summable payloads draw alike on every rank; the others draw independently per rank.
+  const std::uint64_t rank_stream = summable() ? 0 : 1 + static_cast<std::uint64_t>(comm.rank());
+  const std::uint64_t rng_seed = data::derive_seed(
+      data::derive_seed(seed_, bucket, static_cast<std::uint64_t>(step)), rank_stream);
+  Payload payload = encode(grad, rng_seed);
+  Reduced r;
+  r.sent = decode(payload, n, rng_seed);
+  r.bytes_sent = bytes_of(payload);
+  if (summable()) {
+    Payload mean;
+    for (auto& t : payload) {
+      mean.push_back(t.clone());
+      comm.allreduce(buffer_of(mean.back()), {.op = comm::ReduceOp::avg});
+    }
+    r.average = decode(mean, n, rng_seed);
+    return r;
+  }
+  // Gathered: every rank's payload, decoded one by one.
+  const std::int64_t ranks = comm.size();
+  std::vector<Payload> per_rank(static_cast<std::size_t>(ranks));
+  for (auto& t : payload) {
+    torch::Tensor all = torch::empty({ranks, t.numel()}, t.options());
+    comm.allgather(buffer_of(t.contiguous()), buffer_of(all));
+    for (std::int64_t k = 0; k < ranks; ++k) per_rank[k].push_back(all[k]);
+  }
+  torch::Tensor decoded = torch::empty({ranks, n}, grad.options());
+  for (std::int64_t k = 0; k < ranks; ++k) decoded[k].copy_(decode(per_rank[k], n, rng_seed));
+  r.average = combine(decoded);
+  return r;
+}
+
+std::unique_ptr<Compressor> make_compressor(const CompressOptions& o,
+                                            const std::vector<BucketLayout>& buckets) {
+  std::unique_ptr<Compressor> c;
+  if (o.name == "none") return nullptr;
+  if (o.name == "topk" || o.name == "randomk") {
+    if (!(o.ratio > 0 && o.ratio <= 1))
+      throw ConfigError(cat("compress.ratio: ", o.ratio, " is not in (0, 1]"));
+  }
+  if (o.name == "fp16")
+    c = make_float16(o.seed, torch::kHalf);
+  else if (o.name == "bf16")
+    c = make_float16(o.seed, torch::kBFloat16);
+  else if (o.name == "topk")
+    c = make_top_k(o.seed, o.ratio);
+  else if (o.name == "randomk")
+    c = make_random_k(o.seed, o.ratio);
+  else if (o.name == "qsgd") {
+    if (o.levels < 1 || o.levels > 127)
+      throw ConfigError(cat("compress.levels: ", o.levels,
+                            " is not in 1..127 (QSGD's levels s "
+                            "are sent in 7 bits)"));
+    c = make_qsgd(o.seed, static_cast<int>(o.levels));
+  } else if (o.name == "natural")
+    c = make_natural(o.seed);
+  else if (o.name == "sign")
+    c = o.error_feedback ? make_scaled_sign(o.seed) : make_majority_vote(o.seed);
+  else if (o.name == "powersgd") {
+    if (o.rank < 1) throw ConfigError(cat("compress.rank: ", o.rank, " is not at least 1"));
+    c = make_power_sgd(o.seed, o.rank, buckets);
+  } else {
+    throw ConfigError(cat("compress.name: unknown compressor '", o.name, "'"));
+  }
+  if (o.error_feedback) c = std::make_unique<ErrorFeedback>(std::move(c));
+  return c;
+}
+
+}  // namespace distml::train::compress

@@ -1,0 +1,88 @@
+// Gradient compression on buckets: what a rank sends for its share of a bucket's average, when
+// the link, not the compute, is what a step waits for.
+//
+// A compressor turns a bucket's flat gradient into a payload and back. Some payloads can be
+// averaged element-wise by an all-reduce (fp16, bf16, random-k with indices every rank draws
+// alike, PowerSGD's factors); the others differ in layout from rank to rank (top-k's indices,
+// QSGD's and natural compression's codes, signs) and are all-gathered, then decoded rank by rank.
+// Either way reduce() returns the approximate average and what this rank's part of it was
+// ("sent"); error feedback (Seide et al. 2014, Karimireddy et al. 2019) keeps input - sent per
+// bucket and adds it to the next step's gradient, so nothing is lost, only delayed.
+//
+// Randomness (QSGD, natural compression, random-k) is drawn from (seed, bucket, step, rank), so
+// a run resumed from a checkpoint draws what the uninterrupted run drew.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/train/compress/compress_options.h"
+
+namespace distml::train::compress {
+
+/// Where each parameter's gradient sits in a bucket's flat tensor (PowerSGD compresses
+/// matrices, not the flat vector).
+struct BucketLayout {
+  std::vector<std::int64_t> offsets;
+  std::vector<std::vector<std::int64_t>> shapes;
+  std::int64_t elements = 0;  // the gradients, without flags or padding
+};
+
+/// One bucket's reduction.
+struct Reduced {
+  torch::Tensor average;  // the approximate mean over ranks, laid out like the input
+  torch::Tensor sent;     // this rank's contribution as the other ranks decode it
+  std::size_t bytes_sent = 0;
+};
+
+class Compressor {
+ public:
+  virtual ~Compressor() = default;
+  /// Collective over `comm`: the approximate average of every rank's `grad` (a bucket's
+  /// flat f32 gradient) for step `step` (1 for the first).
+  virtual Reduced reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
+                         comm::Communicator& comm) = 0;
+  /// What a resumed run needs to continue exactly (error feedback's residuals, PowerSGD's
+  /// warm start), serialised; load_state takes what save_state returned.
+  virtual std::string save_state() const { return {}; }
+  virtual void load_state(const std::string& /*state*/) {}
+};
+
+/// A compressor whose payload is one list of tensors, the same shapes on every rank: encoded,
+/// then all-reduced (summable) or all-gathered, then decoded.
+class PayloadCompressor : public Compressor {
+ public:
+  using Payload = std::vector<torch::Tensor>;
+  Reduced reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
+                 comm::Communicator& comm) final;
+
+ protected:
+  explicit PayloadCompressor(std::uint64_t seed) : seed_(seed) {}
+  /// Whether the element-wise average of payloads decodes to the average of the decodes.
+  virtual bool summable() const = 0;
+  /// `rng_seed` is derived from (seed, bucket, step) and, unless the payload is summable, the
+  /// rank: summable payloads that draw (random-k) must draw alike on every rank.
+  virtual Payload encode(const torch::Tensor& grad, std::uint64_t rng_seed) const = 0;
+  /// A payload (or the average of payloads) back to a flat gradient of `elements`; `rng_seed`
+  /// is encode's (summable payloads) or, for gathered ones, that of the decoding rank.
+  virtual torch::Tensor decode(const Payload& payload, std::int64_t elements,
+                               std::uint64_t rng_seed) const = 0;
+  /// Gathered payloads only: the ranks' decodes (ranks x elements) into the result. The mean;
+  /// signSGD's majority vote takes the sign of the sum.
+  virtual torch::Tensor combine(const torch::Tensor& decoded) const;
+
+ private:
+  std::uint64_t seed_;
+};
+
+/// The compressor `options` names, wrapped in error feedback where asked; null for "none".
+/// ConfigError (naming the compress.* key) for a value out of range.
+std::unique_ptr<Compressor> make_compressor(const CompressOptions& options,
+                                            const std::vector<BucketLayout>& buckets);
+
+}  // namespace distml::train::compress

@@ -1,0 +1,83 @@
+#include <algorithm>
+#include <cmath>
+#include <unordered_set>
+
+#include "distml/data/permutation.h"
+#include "distml/train/compress/compressors.h"
+
+namespace distml::train::compress {
+namespace {
+
+std::int64_t kept(double ratio, std::int64_t n) {
+  return std::clamp<std::int64_t>(static_cast<std::int64_t>(std::ceil(ratio * n)), 1, n);
+}
+
+// Values at indices into a flat vector of `n` zeros.
+torch::Tensor scatter(const torch::Tensor& indices, const torch::Tensor& values, std::int64_t n) {
+  return torch::zeros({n}, values.options()).index_put_({indices.to(torch::kLong)}, values);
+}
+
+// The k largest magnitudes and where they are (k indices as i32, k values).
+class TopK final : public PayloadCompressor {
+ public:
+  TopK(std::uint64_t seed, double ratio) : PayloadCompressor(seed), ratio_(ratio) {}
+
+ protected:
+  bool summable() const override { return false; }
+  Payload encode(const torch::Tensor& grad, std::uint64_t) const override {
+    const auto indices = std::get<1>(grad.abs().topk(kept(ratio_, grad.numel())));
+    return {indices.to(torch::kInt32), grad.index({indices})};
+  }
+  torch::Tensor decode(const Payload& payload, std::int64_t n, std::uint64_t) const override {
+    return scatter(payload[0], payload[1], n);
+  }
+
+ private:
+  double ratio_;
+};
+
+// k indices drawn without replacement from a stream every rank shares for (bucket, step), so
+// the values line up and average element-wise; only the values travel.
+class RandomK final : public PayloadCompressor {
+ public:
+  RandomK(std::uint64_t seed, double ratio) : PayloadCompressor(seed), ratio_(ratio) {}
+
+ protected:
+  bool summable() const override { return true; }
+  Payload encode(const torch::Tensor& grad, std::uint64_t rng_seed) const override {
+    return {grad.index({draw(grad.numel(), rng_seed)})};
+  }
+  torch::Tensor decode(const Payload& payload, std::int64_t n,
+                       std::uint64_t rng_seed) const override {
+    return scatter(draw(n, rng_seed), payload[0], n);
+  }
+
+ private:
+  // Floyd's sampling: k distinct indices in O(k) memory, sorted.
+  torch::Tensor draw(std::int64_t n, std::uint64_t rng_seed) const {
+    const std::int64_t k = kept(ratio_, n);
+    data::SplitMix64 rng(rng_seed);
+    std::unordered_set<std::int64_t> chosen;
+    for (std::int64_t j = n - k; j < n; ++j) {
+      const auto t = static_cast<std::int64_t>(rng.below(static_cast<std::uint64_t>(j) + 1));
+      chosen.insert(chosen.count(t) ? j : t);
+    }
+    std::vector<std::int64_t> sorted(chosen.begin(), chosen.end());
+    std::sort(sorted.begin(), sorted.end());
+    return torch::tensor(sorted, torch::kLong);
+  }
+
+  double ratio_;
+};
+
+}  // namespace
+
+std::unique_ptr<Compressor> make_top_k(std::uint64_t seed, double ratio) {
+  return std::make_unique<TopK>(seed, ratio);
+}
+
+std::unique_ptr<Compressor> make_random_k(std::uint64_t seed, double ratio) {
+  return std::make_unique<RandomK>(seed, ratio);
+}
+
+}  // namespace distml::train::compress

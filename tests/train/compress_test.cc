@@ -1,0 +1,286 @@
+// Gradient compressors against what each one promises: unbiased quantisers, exact top-k,
+// error feedback that loses nothing, fp16/bf16 within their rounding, PowerSGD exact on
+// low-rank matrices, and every compressor training a model through the all-reduce strategy.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+#include <numeric>
+
+#include "../data/temp_dir.h"
+#include "distml/comm/local/local_world.h"
+#include "distml/core/error.h"
+#include "distml/train/compress/compressor.h"
+#include "trainer_fixture.h"
+
+namespace distml::train {
+namespace {
+
+using compress::BucketLayout;
+using compress::CompressOptions;
+using compress::make_compressor;
+using compress::Reduced;
+
+BucketLayout flat_layout(std::int64_t n) { return {{0}, {{n}}, n}; }
+
+torch::Tensor seeded_randn(std::int64_t n, std::uint64_t seed) {
+  auto gen = torch::make_generator<at::CPUGeneratorImpl>(seed);
+  return torch::randn({n}, gen);
+}
+
+CompressOptions options(const std::string& name, bool error_feedback = false) {
+  CompressOptions o;
+  o.name = name;
+  o.error_feedback = error_feedback;
+  o.seed = 5;
+  return o;
+}
+
+// Each rank's result of reducing `grad_of(rank)` once at step 1, with a fresh compressor.
+std::vector<Reduced> reduce_on(int world, const CompressOptions& o, const BucketLayout& layout,
+                               const std::function<torch::Tensor(int)>& grad_of) {
+  std::vector<Reduced> out(world);
+  std::mutex mutex;
+  comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
+    auto c = make_compressor(o, {layout});
+    auto r = c->reduce(grad_of(comm.rank()), 0, 1, comm);
+    std::lock_guard lock(mutex);
+    out[comm.rank()] = r;
+  });
+  return out;
+}
+
+// The mean of `draws` reductions of one gradient (one rank, a new draw each step) stays within
+// 6 standard deviations of it per element. For QSGD with s levels an element is norm / s times
+// a Bernoulli variable, so its standard deviation is at most norm / (2 s); for natural
+// compression |g| lies in [2^e, 2^(e+1)) and is rounded to one of the two, so at most
+// 2^e / 2 <= |g| / 2. Over 1000 elements a normal deviation beyond 6 sigma has probability
+// about 2e-6; a biased rounding (always down) misses by a quarter of the spacing on average.
+void expect_unbiased(const std::string& name, const std::function<double(double, double)>& sd) {
+  const std::int64_t n = 1000, draws = 2000;
+  const auto g = seeded_randn(n, 3);
+  const double norm = g.norm().item<double>();
+  torch::Tensor sum = torch::zeros({n});
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
+    auto c = make_compressor(options(name), {flat_layout(n)});
+    for (std::int64_t step = 1; step <= draws; ++step) sum += c->reduce(g, 0, step, comm).average;
+  });
+  const auto mean = sum / draws;
+  for (std::int64_t i = 0; i < n; ++i) {
+    const double gi = g[i].item<double>();
+    ASSERT_LE(std::abs(mean[i].item<double>() - gi), 6 * sd(gi, norm) / std::sqrt(draws))
+        << name << " element " << i << " = " << gi;
+  }
+}
+
+TEST(Compress, QsgdIsUnbiased) {
+  expect_unbiased("qsgd", [](double, double norm) { return norm / (2 * 16); });
+}
+
+TEST(Compress, NaturalCompressionIsUnbiased) {
+  expect_unbiased("natural", [](double g, double) { return std::abs(g) / 2; });
+}
+
+TEST(Compress, NaturalCompressionSendsPowersOfTwoAroundTheValue) {
+  const auto g = seeded_randn(500, 4);
+  const auto r = reduce_on(1, options("natural"), flat_layout(500), [&](int) { return g; })[0];
+  for (std::int64_t i = 0; i < 500; ++i) {
+    const double x = g[i].item<double>(), y = r.average[i].item<double>();
+    int e = 0;
+    EXPECT_EQ(std::frexp(std::abs(y), &e), 0.5) << y << " is not a power of two";
+    EXPECT_TRUE(std::abs(y) >= std::abs(x) / 2 && std::abs(y) <= 2 * std::abs(x) && x * y > 0)
+        << x << " sent as " << y;
+  }
+  EXPECT_EQ(r.bytes_sent, 500 + 4u);  // a byte per element and the largest exponent
+}
+
+// The mean of the ranks' top-k: each rank's k largest magnitudes, found here by sorting.
+TEST(Compress, TopKSendsExactlyTheKLargestOfEachRank) {
+  const std::int64_t n = 200;
+  auto o = options("topk");
+  o.ratio = 0.1;  // k = 20
+  for (int world : {1, 3}) {
+    auto grad_of = [&](int rank) { return seeded_randn(n, 10 + rank); };
+    const auto results = reduce_on(world, o, flat_layout(n), grad_of);
+    torch::Tensor want = torch::zeros({n});
+    for (int rank = 0; rank < world; ++rank) {
+      const auto g = grad_of(rank);
+      std::vector<std::int64_t> order(n);
+      std::iota(order.begin(), order.end(), 0);
+      std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
+        return std::abs(g[a].item<float>()) > std::abs(g[b].item<float>());
+      });
+      torch::Tensor mine = torch::zeros({n});
+      for (int j = 0; j < 20; ++j) mine[order[j]] = g[order[j]];
+      EXPECT_TRUE(torch::equal(results[rank].sent, mine)) << "rank " << rank;
+      want += mine;
+    }
+    EXPECT_TRUE(torch::allclose(results[0].average, want / world, 0, 0)) << "world " << world;
+    EXPECT_EQ(results[0].bytes_sent, 20 * 8u);  // an i32 index and an f32 value each
+  }
+}
+
+TEST(Compress, RandomKSendsTheSameIndicesFromEveryRankAndAveragesThem) {
+  const std::int64_t n = 300;
+  auto o = options("randomk");
+  o.ratio = 0.05;                                                            // k = 15
+  auto grad_of = [&](int rank) { return seeded_randn(n, 20 + rank) + 10; };  // no zeros
+  const auto results = reduce_on(3, o, flat_layout(n), grad_of);
+  const auto chosen = results[0].sent != 0;
+  EXPECT_EQ(chosen.sum().item<std::int64_t>(), 15);
+  torch::Tensor want = torch::zeros({n});
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(torch::equal(results[rank].sent != 0, chosen)) << "rank " << rank;
+    want += torch::where(chosen, grad_of(rank), torch::zeros({n}));
+  }
+  EXPECT_TRUE(torch::allclose(results[0].average, want / 3, 1e-6, 0));
+  EXPECT_EQ(results[0].bytes_sent, 15 * 4u);
+}
+
+// Error feedback keeps what top-k did not send: after the gradients stop (zeros from then on),
+// k of the residual's elements go out per step, so within n / k steps everything has gone, and
+// what was sent adds up to what came in. Each element is sent once after it last changed, so
+// the sums differ only by float32 rounding of the running sums: at most steps x u (u = 2^-24)
+// of the largest partial sum; the bound uses 1e-5, an order above 200 x 6e-8.
+TEST(Compress, ErrorFeedbackLosesNothing) {
+  const std::int64_t n = 100, steps = 30;
+  auto o = options("topk", /*error_feedback=*/true);
+  o.ratio = 0.05;  // 5 of 100 per step: 20 steps flush the residual
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
+    auto c = make_compressor(o, {flat_layout(n)});
+    torch::Tensor came_in = torch::zeros({n}), went_out = torch::zeros({n});
+    for (std::int64_t step = 1; step <= steps + n / 5; ++step) {
+      const auto g = step <= steps ? seeded_randn(n, 100 + step) : torch::zeros({n});
+      came_in += g;
+      went_out += c->reduce(g, 0, step, comm).sent;
+    }
+    const double scale = came_in.abs().max().item<double>();
+    EXPECT_LE((went_out - came_in).abs().max().item<double>(), 1e-5 * scale);
+  });
+}
+
+// Round to nearest: relative error at most the unit roundoff, 2^-11 (fp16) and 2^-8 (bf16),
+// for values in the normal range of both (here 1e-3 to 10).
+TEST(Compress, HalfPrecisionRoundTripsWithinItsEpsilon) {
+  for (auto [name, u] : {std::pair{"fp16", std::ldexp(1.0, -11)}, {"bf16", std::ldexp(1.0, -8)}}) {
+    const auto g = seeded_randn(1000, 6).clamp(-10, 10);
+    const auto safe = torch::where(g.abs() < 1e-3, torch::full_like(g, 1e-3), g);
+    const auto r = reduce_on(1, options(name), flat_layout(1000), [&](int) { return safe; })[0];
+    EXPECT_LE(((r.average - safe).abs() / safe.abs()).max().item<double>(), u) << name;
+    EXPECT_EQ(r.bytes_sent, 2000u) << name;
+  }
+}
+
+TEST(Compress, SignSendsScaledSignsOrTheMajorityVote) {
+  const std::int64_t n = 64;
+  auto grad_of = [&](int rank) { return seeded_randn(n, 30 + rank); };
+  const auto scaled = reduce_on(1, options("sign", true), flat_layout(n), grad_of)[0];
+  const auto g = grad_of(0);
+  EXPECT_TRUE(torch::allclose(scaled.sent, g.abs().mean() * torch::where(g < 0, -1.0, 1.0)));
+  EXPECT_EQ(scaled.bytes_sent, n / 8 + 4u);
+  const auto voted = reduce_on(3, options("sign"), flat_layout(n), grad_of)[0];
+  torch::Tensor tally = torch::zeros({n});
+  for (int rank = 0; rank < 3; ++rank) tally += torch::where(grad_of(rank) < 0, -1.0, 1.0);
+  EXPECT_TRUE(torch::equal(voted.average, tally.sign()));
+}
+
+// M_r = A_r B^T on every rank: their mean has rank 3, which PowerSGD at rank 3 recovers from one
+// power iteration. Float32 products over at most 40 terms (40 u = 2.4e-6 each, a few chained)
+// and Gram-Schmidt of 3 well-separated columns stay well under 1e-4 of ||M||; at rank 2 the
+// error is the smallest singular value of the mean, about a quarter of ||M|| by construction.
+TEST(Compress, PowerSgdIsExactOnMatricesOfItsRank) {
+  const std::int64_t rows = 40, cols = 30;
+  // A 40 x 30 weight, then a bias of 30 that is sent as it is.
+  const BucketLayout layout{{0, rows * cols}, {{rows, cols}, {cols}}, rows * cols + cols};
+  const auto b = std::get<0>(torch::linalg_qr(seeded_randn(cols * 3, 50).view({cols, 3}))) *
+                 torch::tensor({4.0f, 2.0f, 1.0f});
+  auto grad_of = [&](int rank) -> torch::Tensor {
+    const auto a = std::get<0>(torch::linalg_qr(seeded_randn(rows * 3, 60 + rank).view({rows, 3})));
+    return torch::cat({a.matmul(b.t()).flatten(), seeded_randn(cols, 70 + rank)});
+  };
+  for (std::int64_t rank : {3, 2}) {
+    auto o = options("powersgd");
+    o.rank = rank;
+    const auto results = reduce_on(3, o, layout, grad_of);
+    const auto want = (grad_of(0) + grad_of(1) + grad_of(2)) / 3;
+    const auto matrix = [&](const torch::Tensor& t) { return t.narrow(0, 0, rows * cols); };
+    const double error = (matrix(results[0].average) - matrix(want)).norm().item<double>() /
+                         matrix(want).norm().item<double>();
+    if (rank == 3) {
+      EXPECT_LE(error, 1e-4);
+    } else {
+      EXPECT_GE(error, 0.1) << "rank 2 cannot hold a rank-3 matrix";
+    }
+    EXPECT_TRUE(torch::allclose(results[0].average.narrow(0, rows * cols, cols),
+                                want.narrow(0, rows * cols, cols), 1e-6, 1e-6));
+    // P (40 x r), Q (30 x r) and the bias, in f32.
+    EXPECT_EQ(results[0].bytes_sent, (rows * rank + cols * rank + cols) * 4u);
+  }
+}
+
+TEST(Compress, OutOfRangeSettingsAreConfigErrors) {
+  auto o = options("qsgd");
+  o.levels = 200;
+  EXPECT_THROW(make_compressor(o, {flat_layout(8)}), ConfigError);
+  o = options("zip");
+  EXPECT_THROW(make_compressor(o, {flat_layout(8)}), ConfigError);
+  EXPECT_EQ(make_compressor(options("none"), {flat_layout(8)}), nullptr);
+}
+
+// Every compressor through the all-reduce strategy: lenet5 at 2 ranks trains to its last step
+// with finite, changed parameters that agree on both ranks.
+class CompressedTraining : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CompressedTraining, Lenet5TrainsOnTwoRanks) {
+  torch::set_num_threads(1);
+  auto data = testing::synthetic_images(64);
+  auto config = testing::config_for("lenet5", "sgd", 8, 4);
+  config.train.dtype = "float32";
+  config.compress.name = GetParam();
+  config.compress.ratio = 0.05;
+  const auto out = testing::on_ranks(
+      2, [&](comm::Communicator& comm) { return testing::train_once(config, comm, data); });
+  EXPECT_EQ(out[0].result.steps, 4);
+  for (std::size_t i = 0; i < out[0].params.size(); ++i) {
+    EXPECT_TRUE(torch::isfinite(out[0].params[i]).all().item<bool>()) << "parameter " << i;
+    EXPECT_FALSE(torch::equal(out[0].params[i], out[0].initial[i])) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(out[0].params[i], out[1].params[i])) << "parameter " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Compressors, CompressedTraining,
+                         ::testing::Values("fp16", "bf16", "topk", "randomk", "qsgd", "natural",
+                                           "sign", "powersgd"),
+                         [](const auto& info) { return info.param; });
+
+// Error feedback's residuals and PowerSGD's warm start are in the checkpoint: k steps, a
+// restart, k more equal 2k straight, bit for bit.
+TEST(Compress, ACompressedRunResumesExactly) {
+  torch::set_num_threads(1);
+  const int k = 3;
+  auto data = testing::synthetic_images(96);
+  for (const char* name : {"powersgd", "topk"}) {
+    data::testing::TempDir dir;
+    auto config = testing::config_for("lenet5", "sgd", 8, 2 * k);
+    config.train.dtype = "float32";
+    config.compress.name = name;
+    auto straight = testing::on_ranks(
+        2, [&](comm::Communicator& comm) { return testing::train_once(config, comm, data); });
+    auto first = config;
+    first.train.max_steps = k;
+    first.train.checkpoint_dir = dir.file("ckpt");
+    testing::on_ranks(
+        2, [&](comm::Communicator& comm) { return testing::train_once(first, comm, data); });
+    auto resumed = testing::on_ranks(2, [&](comm::Communicator& comm) {
+      return testing::train_once(config, comm, data, dir.file("ckpt"));
+    });
+    for (std::size_t i = 0; i < straight[0].params.size(); ++i)
+      EXPECT_TRUE(torch::equal(resumed[0].params[i], straight[0].params[i]))
+          << name << " parameter " << i;
+  }
+}
+
+}  // namespace
+}  // namespace distml::train
