@@ -13,12 +13,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 
 #include "distml/comm/engines.h"
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
+#include "netns_cluster.h"
 
 namespace distml::cli {
 namespace {
@@ -87,43 +90,44 @@ int exit_code_of(int status) {
   return 1;
 }
 
-// Starts the ranks as local processes that meet through a TCPStore on 127.0.0.1.
-int launch_local_processes(const LaunchOptions& o) {
-  if (!o.hosts.empty() || !o.hostfile.empty())
-    throw UsageError(
-        "distml launch --engine gloo starts ranks on this machine only; for several hosts use "
-        "--engine mpi (mpirun places the processes)");
+// A process to start: its command, what to add to its environment, and its name in messages.
+struct ChildSpec {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string name;
+};
+
+// Starts the processes, forwards SIGINT/SIGTERM/SIGHUP to them, and when one fails stops the
+// others; returns the first failing exit code, or 0. With `prefix_output` each output line
+// is prefixed with the process's index (its rank).
+int run_children(const std::vector<ChildSpec>& specs, bool prefix_output) {
   if (::pipe(signal_pipe) != 0) throw Error("distml launch: pipe failed");
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  sigset_t none;
+  sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a signal held while the cluster was built
 
-  const std::string port =
-      std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : std::to_string(free_port());
-  std::vector<Child> children(o.np);
-  for (int r = 0; r < o.np; ++r) {
+  const int count = static_cast<int>(specs.size());
+  std::vector<Child> children(count);
+  for (int r = 0; r < count; ++r) {
     int out[2], err[2];
-    if (o.prefix_output && (::pipe(out) != 0 || ::pipe(err) != 0))
+    if (prefix_output && (::pipe(out) != 0 || ::pipe(err) != 0))
       throw Error("distml launch: pipe failed");
     pid_t pid = ::fork();
     if (pid < 0) throw Error("distml launch: fork failed");
     if (pid == 0) {
-      if (o.prefix_output) {
+      if (prefix_output) {
         ::dup2(out[1], 1);
         ::dup2(err[1], 2);
         ::close(out[0]), ::close(err[0]), ::close(out[1]), ::close(err[1]);
       }
-      ::setenv("RANK", std::to_string(r).c_str(), 1);
-      ::setenv("LOCAL_RANK", std::to_string(r).c_str(), 1);
-      ::setenv("WORLD_SIZE", std::to_string(o.np).c_str(), 1);
-      ::setenv("MASTER_ADDR", "127.0.0.1", 0);
-      ::setenv("MASTER_PORT", port.c_str(), 1);
-      ::setenv(kLaunchedVar, "1", 1);
-      ::setenv(kEngineVar, o.engine.c_str(), 1);
-      exec(o.command);
+      for (const auto& [name, value] : specs[r].env) ::setenv(name.c_str(), value.c_str(), 1);
+      exec(specs[r].argv);
     }
     children[r].pid = pid;
-    if (o.prefix_output) {
+    if (prefix_output) {
       ::close(out[1]), ::close(err[1]);
       children[r].out = out[0];
       children[r].err = err[0];
@@ -132,7 +136,7 @@ int launch_local_processes(const LaunchOptions& o) {
 
   int first_failure = 0;
   auto deadline_kill = std::chrono::steady_clock::time_point::max();
-  int running = o.np;
+  int running = count;
   while (running > 0) {
     std::vector<pollfd> fds{{signal_pipe[0], POLLIN, 0}};
     for (auto& c : children)
@@ -145,7 +149,7 @@ int launch_local_processes(const LaunchOptions& o) {
         for (auto& c : children)
           if (c.running) ::kill(c.pid, sig);
     }
-    for (int r = 0; r < o.np; ++r) {
+    for (int r = 0; r < count; ++r) {
       auto& c = children[r];
       for (int* fd : {&c.out, &c.err}) {
         if (*fd < 0) continue;
@@ -174,8 +178,8 @@ int launch_local_processes(const LaunchOptions& o) {
         int code = exit_code_of(status);
         if (code != 0 && first_failure == 0) {
           first_failure = code;
-          std::fprintf(stderr, "distml launch: rank %d exited with code %d; stopping the others\n",
-                       static_cast<int>(&c - children.data()), code);
+          std::fprintf(stderr, "distml launch: %s exited with code %d; stopping the others\n",
+                       specs[&c - children.data()].name.c_str(), code);
           // One rank failed: stop the rest, politely first.
           for (auto& other : children)
             if (other.running) ::kill(other.pid, SIGTERM);
@@ -191,6 +195,90 @@ int launch_local_processes(const LaunchOptions& o) {
     for (int fd : {c.out, c.err})
       if (fd >= 0) ::close(fd);
   return first_failure;
+}
+
+// The ranks as local processes that meet through a TCPStore on 127.0.0.1.
+int launch_local_processes(const LaunchOptions& o) {
+  const std::string port =
+      std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : std::to_string(free_port());
+  const char* addr = std::getenv("MASTER_ADDR");
+  std::vector<ChildSpec> specs(o.np);
+  for (int r = 0; r < o.np; ++r)
+    specs[r] = {o.command,
+                {{"RANK", std::to_string(r)},
+                 {"LOCAL_RANK", std::to_string(r)},
+                 {"WORLD_SIZE", std::to_string(o.np)},
+                 {"MASTER_ADDR", addr ? addr : "127.0.0.1"},
+                 {"MASTER_PORT", port},
+                 {kLaunchedVar, "1"},
+                 {kEngineVar, o.engine}},
+                cat("rank ", r)};
+  return run_children(specs, o.prefix_output);
+}
+
+// The first host a hostfile names (its first word that is not a comment).
+std::string first_host(const std::string& hostfile) {
+  std::ifstream in(hostfile);
+  if (!in) throw UsageError(cat("--hostfile ", hostfile, ": cannot read it"));
+  std::string word;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line.substr(0, line.find('#')));
+    if (words >> word) return word;
+  }
+  throw UsageError(cat("--hostfile ", hostfile, ": names no host"));
+}
+
+// mpirun's environment: run as root where we are root, and where the ranks of the gloo engine
+// meet (rank 0's host, a port).
+void prepare_mpirun_environment(const LaunchOptions& o, const std::string& master) {
+  if (!on_path("mpirun"))
+    throw UsageError(
+        "mpirun not found on PATH: install OpenMPI (Debian package openmpi-bin: apt-get install "
+        "openmpi-bin)");
+  if (::geteuid() == 0) {
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
+    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  }
+  ::setenv(kLaunchedVar, "1", 1);
+  ::setenv(kEngineVar, o.engine.c_str(), 1);
+  if (o.engine == "gloo") {
+    ::setenv("MASTER_ADDR", master.c_str(), 0);
+    ::setenv("MASTER_PORT", "29500", 0);
+  }
+}
+
+int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+// H hosts of R ranks in network namespaces (netns_cluster.h): mpirun runs on the first host and
+// reaches the others through a remote-shell agent; the launcher waits for it, then removes the
+// cluster, whether the job succeeded, failed or was interrupted.
+int launch_netns_cluster(LaunchOptions o) {
+  NetnsClusterOptions shape = parse_cluster_shape(o.netns_cluster);
+  shape.bandwidth = o.bandwidth;
+  shape.latency = o.latency;
+  if (o.np == 0) o.np = shape.hosts * shape.ranks_per_host;
+  if (o.np != shape.hosts * shape.ranks_per_host)
+    throw UsageError(cat("--np ", o.np, " with --netns-cluster ", o.netns_cluster, ": the cluster ",
+                         "runs ", shape.hosts * shape.ranks_per_host, " ranks; leave --np out"));
+  // Signals wait until the cluster is whole (run_children takes them), so that an interrupt
+  // never leaves half of it behind.
+  sigset_t stop, previous;
+  sigemptyset(&stop);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  ::sigprocmask(SIG_BLOCK, &stop, &previous);
+  NetnsCluster cluster(shape);
+  prepare_mpirun_environment(o, cluster.address(0));
+  if (o.engine == "gloo") ::setenv("GLOO_SOCKET_IFNAME", NetnsCluster::kInterface, 1);
+  o.hostfile = cluster.mpi_hostfile();
+  auto mpirun = mpirun_command(o, cores(), ::geteuid() == 0);
+  mpirun.insert(mpirun.begin() + 1,
+                {"--mca", "plm_rsh_agent", cluster.mpi_agent(), "--mca", "btl", "self,vader,tcp",
+                 "--mca", "btl_tcp_if_include", NetnsCluster::kSubnet, "--mca",
+                 "oob_tcp_if_include", NetnsCluster::kSubnet});
+  std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
+               shape.hosts, shape.ranks_per_host,
+               shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
+  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun"}}, false);
 }
 
 }  // namespace
@@ -225,7 +313,7 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
     argv.insert(argv.end(),
                 {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
   argv.insert(argv.end(), {"-x", kLaunchedVar, "-x", kEngineVar, "-x", kStdoutTtyVar});
-  for (const char* var : {"MASTER_ADDR", "MASTER_PORT"})
+  for (const char* var : {"MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"})
     if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});
   if (o.prefix_output) argv.push_back("--tag-output");
   argv.insert(argv.end(), o.command.begin(), o.command.end());
@@ -233,7 +321,6 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
 }
 
 int launch(const LaunchOptions& o) {
-  if (o.np < 1) throw UsageError(cat("--np/-n must be at least 1, got ", o.np));
   if (o.command.empty()) throw UsageError("distml launch: no command given after --");
   if (!o.hosts.empty() && !o.hostfile.empty())
     throw UsageError("give either --hosts or --hostfile, not both");
@@ -241,22 +328,23 @@ int launch(const LaunchOptions& o) {
     throw UsageError("engine 'local' runs ranks as threads of one process and needs no launcher");
   comm::check_engine_name(o.engine);
   ::setenv(kStdoutTtyVar, stdout_is_terminal() ? "1" : "0", 1);
-  if (o.engine == "gloo") return launch_local_processes(o);
-
-  if (!on_path("mpirun"))
-    throw UsageError(
-        "mpirun not found on PATH: install OpenMPI (Debian package openmpi-bin: apt-get install "
-        "openmpi-bin)");
-  const bool as_root = ::geteuid() == 0;
-  if (as_root) {
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT", "1", 1);
-    ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
+  if (!o.netns_cluster.empty()) {
+    if (!o.hosts.empty() || !o.hostfile.empty())
+      throw UsageError("--netns-cluster makes its own hosts: leave out --hosts and --hostfile");
+    return launch_netns_cluster(o);
   }
-  ::setenv(kLaunchedVar, "1", 1);
-  ::setenv(kEngineVar, o.engine.c_str(), 1);
-  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (!o.bandwidth.empty() || !o.latency.empty())
+    throw UsageError("--bandwidth and --latency shape the links of --netns-cluster only");
+  if (o.np < 1) throw UsageError(cat("--np/-n must be at least 1, got ", o.np));
+  // gloo on one machine: local processes; across hosts, mpirun starts them (the ranks read
+  // its rank variables) and they meet at the first host's TCPStore.
+  if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty()) return launch_local_processes(o);
+  std::string master = "127.0.0.1";
+  if (!o.hostfile.empty()) master = first_host(o.hostfile);
+  if (!o.hosts.empty()) master = split_list(o.hosts).front();
+  prepare_mpirun_environment(o, master.substr(0, master.find(':')));
   // mpirun forwards signals to the ranks and exits with the first failing rank's code.
-  exec(mpirun_command(o, cores, as_root));
+  exec(mpirun_command(o, cores(), ::geteuid() == 0));
 }
 
 void add_launch_command(CLI::App& app) {
@@ -266,10 +354,20 @@ void add_launch_command(CLI::App& app) {
       "Start N ranks of a command: under mpirun (--engine mpi) or as local processes that "
       "rendezvous through a TCPStore (--engine gloo). Exits with the first failing rank's "
       "code.\nExample: distml launch -n 4 -- ./my_program --flag");
-  sub->add_option("-n,--np", o->np, "Number of ranks")->required();
-  auto* hosts = sub->add_option("--hosts", o->hosts, "Hosts and slots, e.g. h1:2,h2:2 (mpi)");
-  sub->add_option("--hostfile", o->hostfile, "An OpenMPI hostfile (mpi)")->excludes(hosts);
-  sub->add_option("--engine", o->engine, "mpi (default) or gloo");
+  sub->add_option("-n,--np", o->np, "Number of ranks (with --netns-cluster: implied)");
+  auto* hosts = sub->add_option("--hosts", o->hosts,
+                                "Hosts and slots, e.g. h1:2,h2:2; mpirun starts the ranks there");
+  sub->add_option("--hostfile", o->hostfile, "An OpenMPI hostfile (mpi and gloo)")->excludes(hosts);
+  sub->add_option("--engine", o->engine,
+                  "mpi (default) or gloo; across hosts gloo's ranks meet at the first host's "
+                  "port MASTER_PORT (default 29500) on the interface GLOO_SOCKET_IFNAME");
+  sub->add_option("--netns-cluster", o->netns_cluster,
+                  "HxR: run on H emulated hosts of R ranks each, in network namespaces on a "
+                  "bridge (needs root); removed again when the job ends");
+  sub->add_option("--bandwidth", o->bandwidth,
+                  "With --netns-cluster: each host's link rate in both directions, e.g. 100mbit");
+  sub->add_option("--latency", o->latency,
+                  "With --netns-cluster: a one-way delay per link, e.g. 1ms (needs tc netem)");
   sub->add_flag("--prefix-output", o->prefix_output, "Prefix each output line with its rank");
   sub->add_option("command", o->command, "The command to run, after --")->expected(1, -1);
   sub->callback([o] { std::exit(launch(*o)); });

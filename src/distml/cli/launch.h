@@ -1,5 +1,7 @@
 // `distml launch`: starts N copies of a command as the ranks of one job, under mpirun for
-// the mpi engine or as local processes with rendezvous variables for the gloo engine.
+// the mpi engine or as local processes with rendezvous variables for the gloo engine (under
+// mpirun too when the ranks span hosts), on this machine, on real hosts, or on hosts emulated
+// in network namespaces.
 #pragma once
 
 #include <functional>
@@ -15,9 +17,11 @@ class App;
 namespace distml::cli {
 
 struct LaunchOptions {
-  int np = 1;
-  std::string hosts;     // "h1:2,h2:2" (mpi only)
-  std::string hostfile;  // (mpi only)
+  int np = 0;                      // 0: unset (an error, unless netns_cluster implies it)
+  std::string hosts;               // "h1:2,h2:2"
+  std::string hostfile;            // an OpenMPI hostfile
+  std::string netns_cluster;       // "HxR": emulated hosts in network namespaces (netns_cluster.h)
+  std::string bandwidth, latency;  // their links' shaping
   std::string engine = "mpi";
   bool prefix_output = false;  // prefix every output line with the rank
   std::vector<std::string> command;

@@ -56,9 +56,19 @@ c10::intrusive_ptr<c10d::Store> tcp_store(int rank, int world, Millis timeout) {
   }
 }
 
-// The address of this machine that peers can reach; loopback where the host name does not
-// resolve (c10d does that fallback itself; the second try covers a failing bind).
+// The address of this machine that peers can reach: that of the interface GLOO_SOCKET_IFNAME
+// names (as in PyTorch) where it is set, else that of the host name, or loopback where the
+// host name does not resolve (c10d does that fallback itself; the second try covers a failing
+// bind).
 std::shared_ptr<::gloo::transport::Device> default_device() {
+  if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME"); interface && *interface) {
+    try {
+      return c10d::ProcessGroupGloo::createDeviceForInterface(interface);
+    } catch (const std::exception& e) {
+      throw CommError(cat("gloo: cannot use the interface GLOO_SOCKET_IFNAME=", interface, ": ",
+                          message_of(e)));
+    }
+  }
   try {
     return c10d::ProcessGroupGloo::createDefaultDevice();
   } catch (const std::exception&) {
