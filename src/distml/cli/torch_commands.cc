@@ -34,10 +34,19 @@ const char* const kRlDescription =
     "Without --config it uses the tuned defaults of examples/rl/ALGO_ENV.toml; config keys: "
     "see docs/rl.md.";
 
+namespace {
+
+// The subcommands distml-torch runs, with their --help text.
+const std::pair<std::string_view, const char*> kTorchCommands[] = {
+    {"train", kTrainDescription}, {"plan", kPlanDescription}, {"rl", kRlDescription}};
+
+}  // namespace
+
 bool needs_torch(int argc, char** argv) {
   if (argc < 2) return false;
   const std::string_view name = argv[1];
-  if (name == "train" || name == "plan" || name == "rl") return true;
+  for (const auto& command : kTorchCommands)
+    if (name == command.first) return true;
   if (name == "launch") return false;  // it starts the ranks; the ranks connect
   // The gloo engine: --engine gloo (the last one given wins, as in the parser), else
   // DISTML_ENGINE, which launch sets for the ranks.
@@ -61,10 +70,8 @@ void run_torch_command(char** argv) {
 }
 
 void list_torch_commands(CLI::App& app) {
-  for (const auto& [name, description] :
-       {std::pair{"train", kTrainDescription}, std::pair{"plan", kPlanDescription},
-        std::pair{"rl", kRlDescription}})
-    app.add_subcommand(name, description)->allow_extras();
+  for (const auto& [name, description] : kTorchCommands)
+    app.add_subcommand(std::string(name), description)->allow_extras();
 }
 
 }  // namespace distml::cli

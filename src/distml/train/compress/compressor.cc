@@ -37,15 +37,13 @@ class ErrorFeedback final : public Compressor {
     archive.write("buckets", torch::tensor(static_cast<std::int64_t>(residuals_.size())));
     for (std::size_t b = 0; b < residuals_.size(); ++b)
       if (residuals_[b].defined()) archive.write(cat("residual", b), residuals_[b]);
-    std::ostringstream out;
-    archive.save_to(out);
-    return out.str();
+    return archive_bytes(archive);
   }
 
   void load_state(const std::string& state) override {
     if (state.empty()) return;
     torch::serialize::InputArchive archive;
-    archive.load_from(state.data(), state.size());
+    read_archive(archive, state);
     c10::IValue inner;
     archive.read("inner", inner);
     inner_->load_state(inner.toStringRef());
@@ -62,6 +60,16 @@ class ErrorFeedback final : public Compressor {
 };
 
 }  // namespace
+
+std::string archive_bytes(torch::serialize::OutputArchive& archive) {
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void read_archive(torch::serialize::InputArchive& archive, const std::string& bytes) {
+  archive.load_from(bytes.data(), bytes.size());
+}
 
 const std::vector<std::string>& compressor_names() {
   static const std::vector<std::string> names = {"none", "fp16",    "bf16", "topk",    "randomk",

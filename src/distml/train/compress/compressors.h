@@ -11,6 +11,10 @@
 
 namespace distml::train::compress {
 
+// The bytes of an archive, as save_state() returns them; an archive read back from them.
+std::string archive_bytes(torch::serialize::OutputArchive& archive);
+void read_archive(torch::serialize::InputArchive& archive, const std::string& bytes);
+
 // float16.cc: the gradient rounded to fp16 or bf16 (to nearest even), summable.
 std::unique_ptr<Compressor> make_float16(std::uint64_t seed, torch::ScalarType type);
 

@@ -9,7 +9,6 @@
 // Vectors (biases) and matrices whose factors would not be at least twice smaller than the
 // matrix ((n + m) r x 2 > n m) are sent as they are. This rank's part ("sent") is P Q^T where
 // it compressed and its own gradient elsewhere, so error feedback keeps M - P Q^T.
-#include <sstream>
 
 #include "distml/core/error.h"
 #include "distml/data/permutation.h"
@@ -120,15 +119,13 @@ class PowerSgd final : public Compressor {
     torch::serialize::OutputArchive archive;
     for (std::size_t b = 0; b < q_.size(); ++b)
       for (std::size_t i = 0; i < q_[b].size(); ++i) archive.write(cat("q", b, "_", i), q_[b][i]);
-    std::ostringstream out;
-    archive.save_to(out);
-    return out.str();
+    return archive_bytes(archive);
   }
 
   void load_state(const std::string& state) override {
     if (state.empty()) return;
     torch::serialize::InputArchive archive;
-    archive.load_from(state.data(), state.size());
+    read_archive(archive, state);
     for (std::size_t b = 0; b < q_.size(); ++b) {
       q_[b].assign(plans_[b].matrices.size(), torch::Tensor());
       for (std::size_t i = 0; i < q_[b].size(); ++i)
