@@ -6,6 +6,7 @@
 
 #include "collective_check.h"
 #include "distml/comm/local/local_world.h"
+#include "distml/core/error.h"
 
 namespace distml::test {
 namespace {
@@ -32,6 +33,48 @@ TEST_P(LocalCollectives, MatchSerialReferenceForEveryAlgorithmDtypeOpAndCount) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LocalCollectives, ::testing::Range(1, 9),
                          [](const auto& info) { return "np" + std::to_string(info.param); });
+
+// Hosts emulated on the in-process engine: H hosts x R ranks, R = 1 and H = 1 included.
+class HierarchicalAllreduce : public ::testing::TestWithParam<std::pair<int, int>> {};
+
+TEST_P(HierarchicalAllreduce, MatchesSerialReferenceForEveryDtypeOpAndCount) {
+  const auto [hosts, per_host] = GetParam();
+  std::mutex mutex;
+  std::vector<std::string> failures;
+  comm::CommOptions options;
+  options.emulated_ranks_per_host = per_host;
+  run_ranks(hosts * per_host, options, [&](Communicator& comm) {
+    EXPECT_EQ(comm.ranks_per_host(), per_host);
+    auto mine = run_collective_grid(comm, {Algorithm::hierarchical}, standard_counts());
+    std::lock_guard lock(mutex);
+    failures.insert(failures.end(), mine.begin(), mine.end());
+  });
+  for (std::size_t i = 0; i < std::min<std::size_t>(failures.size(), 20); ++i)
+    ADD_FAILURE() << failures[i];
+  EXPECT_TRUE(failures.empty()) << failures.size() << " failing cases";
+}
+
+INSTANTIATE_TEST_SUITE_P(HostsByRanks, HierarchicalAllreduce,
+                         ::testing::Values(std::pair{2, 2}, std::pair{3, 1}, std::pair{1, 3},
+                                           std::pair{2, 3}, std::pair{3, 2}),
+                         [](const auto& info) {
+                           return std::to_string(info.param.first) + "x" +
+                                  std::to_string(info.param.second);
+                         });
+
+TEST(LocalCollectives, HierarchicalNeedsTheSameNumberOfRanksOnEveryHost) {
+  comm::CommOptions options;
+  options.emulated_ranks_per_host = 2;  // 3 ranks: hosts of 2 and 1
+  run_ranks(3, options, [](Communicator& comm) {
+    EXPECT_EQ(comm.ranks_per_host(), 0);
+    std::vector<float> a(8, 1.0f);
+    EXPECT_THROW(comm.allreduce(comm::view(a), {.algorithm = Algorithm::hierarchical}), UsageError);
+  });
+  run_ranks(4, options, [](Communicator& comm) {
+    EXPECT_EQ(comm.host_of(), (std::vector<int>{0, 0, 1, 1}));
+    EXPECT_EQ(comm.ranks_per_host(), 2);
+  });
+}
 
 TEST(LocalCollectives, AsyncAllreduceCompletesAndMatchesSync) {
   run_ranks(3, {}, [](Communicator& comm) {

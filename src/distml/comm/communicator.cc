@@ -66,7 +66,14 @@ Communicator::Communicator(std::unique_ptr<Engine> engine, CommOptions options)
     : engine_(std::move(engine)), options_(options), queue_(std::make_unique<CollectiveQueue>()) {
   DML_CHECK(engine_ != nullptr, "communicator needs an engine");
   if (options_.timeout.count() <= 0) throw UsageError("communicator timeout must be positive");
-  exchange_fingerprint(*engine_, options_);
+  host_of_ = exchange_fingerprint(*engine_, options_);
+}
+
+int Communicator::ranks_per_host() const {
+  const int hosts = *std::max_element(host_of_.begin(), host_of_.end()) + 1;
+  for (int h = 0; h < hosts; ++h)
+    if (std::count(host_of_.begin(), host_of_.end(), h) * hosts != size()) return 0;
+  return size() / hosts;
 }
 
 Communicator::~Communicator() = default;
@@ -178,6 +185,9 @@ void Communicator::execute(Op& op) {
         case Algorithm::ring: ring_allreduce(ctx, op.out, red, op.ring_chunk_bytes); break;
         case Algorithm::halving_doubling: halving_doubling_allreduce(ctx, op.out, red); break;
         case Algorithm::tree: tree_allreduce(ctx, op.out, red); break;
+        case Algorithm::hierarchical:
+          hierarchical_allreduce(ctx, op.out, red, host_of_, op.ring_chunk_bytes);
+          break;
         default: DML_CHECK(false, "unresolved algorithm ", algorithm_name(op.algorithm));
       }
       if (op.reduce == ReduceOp::avg) divide_by(op.out.data, op.out.count, op.out.dtype, size());
@@ -278,7 +288,13 @@ Communicator::Op Communicator::allreduce_op(ConstBuffer in, Buffer out,
   op.reduce = o.op;
   op.algorithm = o.algorithm == Algorithm::automatic ? choose_algorithm(in.bytes()) : o.algorithm;
   if (op.algorithm == Algorithm::pairwise)
-    throw UsageError("allreduce has no algorithm 'pairwise' (valid: native, ring, hd, tree, auto)");
+    throw UsageError(
+        "allreduce has no algorithm 'pairwise' (valid: native, ring, hd, tree, hierarchical, "
+        "auto)");
+  if (op.algorithm == Algorithm::hierarchical && ranks_per_host() == 0)
+    throw UsageError(
+        "the hierarchical all-reduce needs the same number of ranks on every host; "
+        "choose another algorithm for this placement");
   op.ring_chunk_bytes = std::max<std::size_t>(o.ring_chunk_bytes, 1);
   return op;
 }

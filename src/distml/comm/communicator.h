@@ -14,6 +14,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "distml/comm/types.h"
 #include "distml/comm/work.h"
@@ -34,6 +35,9 @@ struct CommOptions {
   /// Before each collective, check that all ranks call the same operation with the same
   /// count, dtype and root (one extra small all-reduce). Off by default, as in c10d.
   bool check_collectives = false;
+  /// Tests and experiments on one machine: take ranks [k n, (k + 1) n) as sharing host k, as
+  /// the hierarchical all-reduce sees hosts; 0 (the default) takes the real host names.
+  int emulated_ranks_per_host = 0;
 };
 
 /// Options of one all-reduce.
@@ -103,6 +107,11 @@ class Communicator {
 
   /// The algorithm `automatic` picks for `bytes` on this engine and world size.
   Algorithm choose_algorithm(std::size_t bytes) const;
+  /// Each rank's host (0, 1, ... in the order of each host's lowest rank), from the start-up
+  /// handshake.
+  const std::vector<int>& host_of() const { return host_of_; }
+  /// The number of ranks on every host, or 0 where hosts hold different numbers.
+  int ranks_per_host() const;
 
  private:
   struct Op;
@@ -125,6 +134,7 @@ class Communicator {
 
   std::unique_ptr<Engine> engine_;
   CommOptions options_;
+  std::vector<int> host_of_;
   std::unique_ptr<CollectiveQueue> queue_;
   std::atomic<std::uint64_t> next_seq_{0};
   std::uint64_t splits_ = 0;

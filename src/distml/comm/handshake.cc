@@ -1,5 +1,7 @@
 #include "distml/comm/handshake.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -10,7 +12,7 @@
 namespace distml::comm {
 namespace {
 
-constexpr int kHelloTag = 30001, kVerdictTag = 30002;
+constexpr int kHelloTag = 30001, kVerdictTag = 30002, kHostsTag = 30004;
 
 struct Hello {
   char version[16] = {};
@@ -18,6 +20,7 @@ struct Hello {
   std::int32_t world_size = 0;
   std::int32_t rank = 0;
   std::uint64_t fingerprint = 0;
+  std::uint64_t host = 0;  // a hash of the host name
 };
 
 struct Verdict {
@@ -25,13 +28,25 @@ struct Verdict {
   char message[1000] = {};
 };
 
-Hello make_hello(const Engine& engine, std::uint64_t fingerprint) {
+// FNV-1a of the host name, or the emulated host's number.
+std::uint64_t host_id(int rank, const CommOptions& options) {
+  if (options.emulated_ranks_per_host > 0)
+    return static_cast<std::uint64_t>(rank / options.emulated_ranks_per_host);
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  std::uint64_t h = 1469598103934665603ull;
+  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return h;
+}
+
+Hello make_hello(const Engine& engine, const CommOptions& options) {
   Hello h;
   std::strncpy(h.version, kVersion, sizeof h.version - 1);
   std::strncpy(h.engine, std::string(engine.name()).c_str(), sizeof h.engine - 1);
   h.world_size = engine.size();
   h.rank = engine.rank();
-  h.fingerprint = fingerprint;
+  h.fingerprint = options.fingerprint;
+  h.host = host_id(engine.rank(), options);
   return h;
 }
 
@@ -59,10 +74,11 @@ std::string compare_hellos(const std::vector<Hello>& hellos) {
 // Rank 0 collects a Hello from every rank within the timeout and answers each with a
 // Verdict; the others wait a little longer than the timeout, so that a rank-0 verdict naming
 // the missing ranks arrives before their own timeout would blame rank 0.
-void exchange_fingerprint(Engine& engine, const CommOptions& options) {
+std::vector<int> exchange_fingerprint(Engine& engine, const CommOptions& options) {
   const int p = engine.size(), r = engine.rank();
-  Hello mine = make_hello(engine, options.fingerprint);
+  Hello mine = make_hello(engine, options);
   Verdict verdict;
+  std::vector<std::int32_t> hosts(p);
   if (r != 0) {
     auto send = engine.isend(Channel::collective, &mine, sizeof mine, 0, kHelloTag);
     auto recv = engine.irecv(Channel::collective, &verdict, sizeof verdict, 0, kVerdictTag);
@@ -73,7 +89,10 @@ void exchange_fingerprint(Engine& engine, const CommOptions& options) {
     send->wait_until(deadline);
     if (verdict.status == 2) throw TimeoutError(verdict.message);
     if (verdict.status != 0) throw CommError(verdict.message);
-    return;
+    auto table = engine.irecv(Channel::collective, hosts.data(), hosts.size() * 4, 0, kHostsTag);
+    if (!table->wait_until(deadline))
+      throw TimeoutError(cat("start-up handshake on rank ", r, ": rank 0 sent no host table"));
+    return {hosts.begin(), hosts.end()};
   }
   std::vector<Hello> hellos(p);
   hellos[0] = mine;
@@ -95,15 +114,26 @@ void exchange_fingerprint(Engine& engine, const CommOptions& options) {
     verdict.status = 1;
     std::snprintf(verdict.message, sizeof verdict.message, "start-up handshake: %s", diff.c_str());
   }
+  // Hosts numbered in the order of their lowest rank.
+  std::vector<std::uint64_t> seen;
+  for (int q = 0; q < p; ++q) {
+    auto it = std::find(seen.begin(), seen.end(), hellos[q].host);
+    hosts[q] = static_cast<std::int32_t>(it - seen.begin());
+    if (it == seen.end()) seen.push_back(hellos[q].host);
+  }
   std::vector<RequestPtr> sends;
-  for (int dst = 1; dst < p; ++dst)
-    if (std::find(missing.begin(), missing.end(), dst) == missing.end())
+  for (int dst = 1; dst < p; ++dst) {
+    if (std::find(missing.begin(), missing.end(), dst) != missing.end()) continue;
+    sends.push_back(engine.isend(Channel::collective, &verdict, sizeof verdict, dst, kVerdictTag));
+    if (verdict.status == 0)
       sends.push_back(
-          engine.isend(Channel::collective, &verdict, sizeof verdict, dst, kVerdictTag));
+          engine.isend(Channel::collective, hosts.data(), hosts.size() * 4, dst, kHostsTag));
+  }
   auto grace = Deadline::after(options.diagnose_grace);
   for (auto& s : sends) s->wait_until(grace);
   if (verdict.status == 2) throw TimeoutError(verdict.message);
   if (verdict.status != 0) throw CommError(verdict.message);
+  return {hosts.begin(), hosts.end()};
 }
 
 }  // namespace distml::comm

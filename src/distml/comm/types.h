@@ -89,9 +89,18 @@ struct Deadline {
 };
 
 /// How an all-reduce is carried out. All but `native` are written over point-to-point.
-enum class Algorithm : std::uint8_t { native, ring, halving_doubling, tree, pairwise, automatic };
+enum class Algorithm : std::uint8_t {
+  native,
+  ring,
+  halving_doubling,
+  tree,
+  pairwise,
+  hierarchical,
+  automatic
+};
 std::string_view algorithm_name(Algorithm a);
-/// Parses "native", "ring", "hd", "tree", "pairwise", "auto"; throws UsageError listing them.
+/// Parses "native", "ring", "hd", "tree", "pairwise", "hierarchical", "auto"; throws UsageError
+/// listing them.
 Algorithm parse_algorithm(std::string_view name);
 
 }  // namespace distml::comm

@@ -1,6 +1,20 @@
 #include "distml/comm/algorithms/context.h"
 
+#include <algorithm>
+
+#include "distml/core/error.h"
+
 namespace distml::comm {
+
+AlgoContext AlgoContext::group(std::vector<int> members) const {
+  AlgoContext g(*this);
+  const int me = engine_.rank();
+  const auto it = std::find(members.begin(), members.end(), me);
+  DML_CHECK(it != members.end(), "rank ", me, " is not in the group it runs in");
+  g.group_rank_ = static_cast<int>(it - members.begin());
+  g.members_ = std::move(members);
+  return g;
+}
 
 void AlgoContext::wait(RequestPtr& request) {
   if (request && !request->wait_until(deadline_))

@@ -23,16 +23,21 @@ class AlgoContext {
       : AlgoContext(
             engine, deadline, [w = std::move(what)] { return w; }, scratch) {}
 
-  int rank() const { return engine_.rank(); }
-  int size() const { return engine_.size(); }
+  /// This context as seen by a group of ranks (`members`, world ranks in the group's order;
+  /// this rank among them): rank() and size() count within the group, and transfers address
+  /// group ranks. Algorithms written for the world run unchanged on a group.
+  AlgoContext group(std::vector<int> members) const;
+
+  int rank() const { return members_.empty() ? engine_.rank() : group_rank_; }
+  int size() const { return members_.empty() ? engine_.size() : static_cast<int>(members_.size()); }
   Deadline deadline() const { return deadline_; }
   std::string what() const { return what_(); }
 
   RequestPtr isend(const void* data, std::size_t bytes, int dst, int tag) {
-    return engine_.isend(Channel::collective, data, bytes, dst, tag);
+    return engine_.isend(Channel::collective, data, bytes, world_rank(dst), tag);
   }
   RequestPtr irecv(void* data, std::size_t bytes, int src, int tag) {
-    return engine_.irecv(Channel::collective, data, bytes, src, tag);
+    return engine_.irecv(Channel::collective, data, bytes, world_rank(src), tag);
   }
   /// Waits for `request`; throws TimeoutError naming it at the deadline.
   void wait(RequestPtr& request);
@@ -45,10 +50,14 @@ class AlgoContext {
   std::byte* scratch(std::size_t bytes);
 
  private:
+  int world_rank(int r) const { return members_.empty() ? r : members_[r]; }
+
   Engine& engine_;
   Deadline deadline_;
   std::function<std::string()> what_;
   std::vector<std::byte>& scratch_;
+  std::vector<int> members_;  // empty: the whole world
+  int group_rank_ = 0;
 };
 
 }  // namespace distml::comm
