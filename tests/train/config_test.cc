@@ -203,8 +203,11 @@ TEST(Config, NamesMustBeOneOfTheKnownChoices) {
             "x.toml: key 'strategy.topology' must be one of ring, exponential, complete, got "
             "\"torus\"");
   EXPECT_EQ(config_error("[strategy]\nalgorithm = \"butterfly\"\n"),
-            "x.toml: key 'strategy.algorithm' must be one of auto, native, ring, hd, tree, got "
-            "\"butterfly\"");
+            "x.toml: key 'strategy.algorithm' must be one of auto, native, ring, hd, tree, "
+            "hierarchical, got \"butterfly\"");
+  EXPECT_EQ(config_error("[compress]\nname = \"zip\"\n"),
+            "x.toml: key 'compress.name' must be one of none, fp16, bf16, topk, randomk, qsgd, "
+            "natural, sign, powersgd, got \"zip\"");
 }
 
 TEST(Config, UnknownKeySuggestsTheNearestValidKey) {
@@ -232,7 +235,7 @@ TEST(Config, UnknownSectionSuggestsOrListsTheSections) {
             "x.toml: unknown section 'trian'; did you mean 'train'?");
   EXPECT_EQ(config_error("[logging]\nlevel = 1\n"),
             "x.toml: unknown section 'logging'; valid sections: data, model, optim, train, "
-            "strategy, parallel");
+            "strategy, compress, parallel");
   EXPECT_EQ(config_error("train = 3\n"), "x.toml: 'train' must be a section [train], got 3");
 }
 
@@ -255,6 +258,14 @@ TEST(Config, StrategyKeysHaveTheirRanges) {
             "x.toml: strategy.stage: expected 1 or 2 (ZeRO stages), got 3");
   EXPECT_TRUE(contains(config_error("[strategy]\nalpha = 1.5\n"), "in [0, 1]"));
   EXPECT_TRUE(contains(config_error("[train]\nslow_factor = 0.5\n"), ">= 1"));
+}
+
+TEST(Config, CompressKeysHaveTheirRanges) {
+  EXPECT_TRUE(contains(config_error("[compress]\nratio = 0\n"), "in (0, 1]"));
+  EXPECT_TRUE(contains(config_error("[compress]\nratio = 1.5\n"), "in (0, 1]"));
+  EXPECT_EQ(config_error("[compress]\nlevels = 200\n"),
+            "x.toml: compress.levels: expected 1 to 127 (QSGD's levels travel in 7 bits), got 200");
+  EXPECT_TRUE(contains(config_error("[compress]\nrank = 0\n"), ">= 1"));
 }
 
 TEST(ConfigOverrides, ApplyAfterTheFileInOrder) {

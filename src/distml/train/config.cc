@@ -102,7 +102,8 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::float_key("strategy", "bucket_mb", config::kPositive, CONFIG_FIELD(strategy.bucket_mb)),
       K::float_key("strategy", "first_bucket_mb", config::kPositive,
                    CONFIG_FIELD(strategy.first_bucket_mb)),
-      K::choice_key("strategy", "algorithm", {"auto", "native", "ring", "hd", "tree"},
+      K::choice_key("strategy", "algorithm",
+                    {"auto", "native", "ring", "hd", "tree", "hierarchical"},
                     CONFIG_FIELD(strategy.algorithm)),
       K::bool_key("strategy", "find_unused_parameters",
                   CONFIG_FIELD(strategy.find_unused_parameters)),
@@ -216,6 +217,11 @@ void check_consistency(const TrainConfig& c) {
     throw ConfigError(cat(c.origin("strategy.stage"),
                           ": strategy.stage: expected 1 or 2 (ZeRO stages), got ",
                           c.strategy.stage));
+  if (c.compress.levels > 127)
+    throw ConfigError(cat(c.origin("compress.levels"),
+                          ": compress.levels: expected 1 to 127 (QSGD's levels travel in 7 bits), "
+                          "got ",
+                          c.compress.levels));
   check_pipeline(c);
 }
 

@@ -61,17 +61,22 @@ PsStrategyOptions ps_options(const TrainConfig& config) {
 
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm) {
   const StrategyConfig& c = config.strategy;
+  compress::CompressOptions compress = config.compress;
+  compress.seed = config.train.seed;
   if (c.name == "allreduce") {
     AllreduceStrategyOptions o = allreduce_options(c);
-    o.compress = config.compress;
-    o.compress.seed = config.train.seed;
+    o.compress = compress;
     return std::make_unique<AllreduceStrategy>(comm, o);
   }
-  if (config.compress.name != "none")
-    throw ConfigError(cat(config.origin("compress.name"),
-                          ": compress.name = ", config.compress.name,
-                          " needs strategy.name = allreduce (gradient "
-                          "compression is not built for strategy ",
+  if (c.name == "local_sgd") {
+    LocalSgdOptions o = local_sgd_options(c);
+    o.compress = compress;
+    return std::make_unique<LocalSgdStrategy>(comm, o);
+  }
+  if (compress.name != "none")
+    throw ConfigError(cat(config.origin("compress.name"), ": compress.name = ", compress.name,
+                          " needs strategy.name = allreduce or local_sgd (compression is not "
+                          "built for strategy ",
                           c.name, " yet)"));
   if (c.name == "ps") return std::make_unique<PsStrategy>(comm, ps_options(config));
   if (c.name == "zero") {
@@ -79,7 +84,6 @@ std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communi
         comm,
         ZeroStrategyOptions{.stage = static_cast<int>(c.stage), .buckets = allreduce_options(c)});
   }
-  if (c.name == "local_sgd") return std::make_unique<LocalSgdStrategy>(comm, local_sgd_options(c));
   if (c.name == "post_local_sgd")
     return std::make_unique<PostLocalSgdStrategy>(
         comm, PostLocalSgdOptions{.warmup_steps = c.warmup_steps,

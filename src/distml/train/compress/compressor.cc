@@ -71,6 +71,21 @@ void read_archive(torch::serialize::InputArchive& archive, const std::string& by
   archive.load_from(bytes.data(), bytes.size());
 }
 
+BucketLayout layout_of(std::span<const torch::Tensor> tensors, const CompressOptions& options) {
+  BucketLayout layout;
+  for (const auto& t : tensors) {
+    if (t.scalar_type() != torch::kFloat32)
+      throw ConfigError(cat("compress.name = ", options.name,
+                            ": gradient compression needs float32 parameters (train.dtype = "
+                            "float32); this model has ",
+                            c10::toString(t.scalar_type())));
+    layout.offsets.push_back(layout.elements);
+    layout.shapes.push_back(t.sizes().vec());
+    layout.elements += t.numel();
+  }
+  return layout;
+}
+
 const std::vector<std::string>& compressor_names() {
   static const std::vector<std::string> names = {"none", "fp16",    "bf16", "topk",    "randomk",
                                                  "qsgd", "natural", "sign", "powersgd"};

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,10 @@ struct BucketLayout {
   std::vector<std::vector<std::int64_t>> shapes;
   std::int64_t elements = 0;  // the gradients, without flags or padding
 };
+
+/// The layout of `tensors` laid end to end (a gradient bucket, or a flat copy of a model).
+/// ConfigError naming `options.name` unless they are float32, which the compressors work in.
+BucketLayout layout_of(std::span<const torch::Tensor> tensors, const CompressOptions& options);
 
 /// One bucket's reduction.
 struct Reduced {

@@ -37,18 +37,9 @@ void AllreduceStrategy::setup(const nn::ModelTensors& model) {
   if (options_.compress.name == "none") return;
   const auto& params = buckets_->params();
   for (const auto& bucket : buckets_->buckets()) {
-    compress::BucketLayout layout;
-    layout.offsets = bucket.offsets;
-    for (std::size_t p : bucket.params) {
-      if (params[p].scalar_type() != torch::kFloat32)
-        throw ConfigError(cat("compress.name = ", options_.compress.name,
-                              ": gradient compression needs float32 parameters (train.dtype = "
-                              "float32); this model has ",
-                              c10::toString(params[p].scalar_type())));
-      layout.shapes.push_back(params[p].sizes().vec());
-      layout.elements += params[p].numel();
-    }
-    layouts_.push_back(std::move(layout));
+    std::vector<torch::Tensor> tensors;
+    for (std::size_t p : bucket.params) tensors.push_back(params[p]);
+    layouts_.push_back(compress::layout_of(tensors, options_.compress));
   }
   compressor_ = compress::make_compressor(options_.compress, layouts_);
 }

@@ -16,10 +16,29 @@ LocalSgdStrategy::LocalSgdStrategy(comm::Communicator& comm, LocalSgdOptions opt
 void LocalSgdStrategy::setup(const nn::ModelTensors& model) {
   // 1.
   params_ = start_from_rank0(model, comm_).tensors;
+  if (options_.compress.name == "none") return;
+  compressor_ = compress::make_compressor(options_.compress,
+                                          {compress::layout_of(params_, options_.compress)});
+  anchor_ = flat_copy(params_);
+}
+
+// A resumed model is an average: the anchor of the next change.
+void LocalSgdStrategy::resumed_at(std::int64_t global_step) {
+  steps_ = global_step;
+  if (compressor_) anchor_ = flat_copy(params_);
+}
+
+std::string LocalSgdStrategy::save_state() {
+  return compressor_ ? compressor_->save_state() : std::string();
+}
+
+void LocalSgdStrategy::load_state(const std::string& state) {
+  if (compressor_) compressor_->load_state(state);
 }
 
 void LocalSgdStrategy::after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) {
   // 2. The step was local.
+  ++steps_;
   params_apart_ = state_apart_ = true;
   stats_.comm_seconds = stats_.exposed_seconds = 0;
   if (step % options_.period != 0) return;
@@ -38,8 +57,22 @@ void LocalSgdStrategy::reconcile(torch::optim::Optimizer& optimizer) {
 }
 
 void LocalSgdStrategy::average_parameters(double* distance) {
-  stats_.bytes_sent += average_across_ranks(params_, comm_, distance);
+  if (compressor_ && steps_ > options_.compress.warmup_steps) {
+    average_compressed(distance);
+  } else {
+    stats_.bytes_sent += average_across_ranks(params_, comm_, distance);
+    if (compressor_) anchor_ = flat_copy(params_);
+  }
   params_apart_ = false;
+}
+
+void LocalSgdStrategy::average_compressed(double* distance) {
+  const auto own = flat_copy(params_);
+  const auto reduced = compressor_->reduce(own - anchor_, 0, steps_, comm_);
+  anchor_ += reduced.average;
+  if (distance) *distance = consensus_distance(own, anchor_, comm_);
+  copy_from_flat(anchor_, params_);
+  stats_.bytes_sent += reduced.bytes_sent;
 }
 
 void LocalSgdStrategy::average_optimizer_state(torch::optim::Optimizer& optimizer) {

@@ -14,12 +14,19 @@
 //  4. reconcile() averages what has drifted since its last average: the parameters (measuring
 //     the consensus distance first) and the optimizer state, so that evaluations and
 //     checkpoints see one model.
+// With a compressor (compress/compressor.h; after compress.warmup_steps steps of plain
+// averages) step 3 sends each replica's change since the last average through it, as in
+// Qsparse-local-SGD (Basu et al. 2019): every rank adds the same approximate mean change to the
+// same last average, so the replicas are again bit-identical; error feedback carries what a
+// change lost into the next one. The optimizer state, when averaged, goes uncompressed.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/train/compress/compressor.h"
 #include "distml/train/strategy.h"
 
 namespace distml::train {
@@ -27,6 +34,7 @@ namespace distml::train {
 struct LocalSgdOptions {
   std::int64_t period = 8;  // H: steps between averages
   bool average_optimizer_state = false;
+  compress::CompressOptions compress;
 };
 
 class LocalSgdStrategy final : public Strategy {
@@ -39,10 +47,14 @@ class LocalSgdStrategy final : public Strategy {
   /// `step` counts the steps of local SGD: averages when step % period == 0.
   void after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) override;
   void reconcile(torch::optim::Optimizer& optimizer) override;
+  std::string save_state() override;
+  void load_state(const std::string& state) override;
+  void resumed_at(std::int64_t global_step) override;
   StrategyStats stats() const override { return stats_; }
 
  private:
   void average_parameters(double* distance = nullptr);
+  void average_compressed(double* distance);
   void average_optimizer_state(torch::optim::Optimizer& optimizer);
 
   comm::Communicator& comm_;
@@ -50,6 +62,9 @@ class LocalSgdStrategy final : public Strategy {
   std::vector<torch::Tensor> params_;
   bool params_apart_ = false;  // a local step since the parameters were last averaged
   bool state_apart_ = false;   // ... since the optimizer state was
+  std::unique_ptr<compress::Compressor> compressor_;
+  torch::Tensor anchor_;    // with a compressor: the last average, flat
+  std::int64_t steps_ = 0;  // steps taken, counting those before a resume
   StrategyStats stats_;
 };
 
