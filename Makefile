@@ -37,7 +37,8 @@ test-kernels: build
 
 # Collectives against raw MPI, training speed against PyTorch DDP, accuracy targets, classical
 # ML against scikit-learn (speed, and accuracy with every seed), the strategy comparison, the
-# user's own models (TorchScript, .npz), the deep RL targets (~2 h).
+# user's own models (TorchScript, .npz), the deep RL targets, gradient compression (its link
+# part makes network namespaces: root) (~2 h).
 bench: build data
 	bash bench/collectives.sh
 	bash bench/train_speed.sh
@@ -49,6 +50,8 @@ bench: build data
 	bash bench/rl.sh
 	/usr/bin/python3 bench/ml_speed.py
 	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full
+	/usr/bin/python3 bench/compress_accuracy.py
+	/usr/bin/python3 bench/compress_link.py
 
 data: setup
 	@bash scripts/setup.sh --data

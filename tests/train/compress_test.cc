@@ -97,29 +97,35 @@ TEST(Compress, NaturalCompressionSendsPowersOfTwoAroundTheValue) {
   EXPECT_EQ(r.bytes_sent, 500 + 4u);  // a byte per element and the largest exponent
 }
 
-// The mean of the ranks' top-k: each rank's k largest magnitudes, found here by sorting.
+// The mean of the ranks' top-k: each rank's k largest magnitudes, found here by sorting. Indices
+// travel in 2 bytes up to 65536 elements (those above 32767 included), in 4 beyond.
 TEST(Compress, TopKSendsExactlyTheKLargestOfEachRank) {
-  const std::int64_t n = 200;
-  auto o = options("topk");
-  o.ratio = 0.1;  // k = 20
-  for (int world : {1, 3}) {
-    auto grad_of = [&](int rank) { return seeded_randn(n, 10 + rank); };
-    const auto results = reduce_on(world, o, flat_layout(n), grad_of);
-    torch::Tensor want = torch::zeros({n});
-    for (int rank = 0; rank < world; ++rank) {
+  struct Case {
+    std::int64_t n, k;
+    int world;
+  };
+  for (const Case& c :
+       {Case{200, 20, 1}, Case{200, 20, 3}, Case{65536, 66, 1}, Case{70000, 70, 1}}) {
+    auto o = options("topk");
+    o.ratio = static_cast<double>(c.k) / static_cast<double>(c.n);
+    auto grad_of = [&](int rank) { return seeded_randn(c.n, 10 + rank); };
+    const auto results = reduce_on(c.world, o, flat_layout(c.n), grad_of);
+    torch::Tensor want = torch::zeros({c.n});
+    for (int rank = 0; rank < c.world; ++rank) {
       const auto g = grad_of(rank);
-      std::vector<std::int64_t> order(n);
+      const std::vector<float> v(g.data_ptr<float>(), g.data_ptr<float>() + c.n);
+      std::vector<std::int64_t> order(c.n);
       std::iota(order.begin(), order.end(), 0);
-      std::sort(order.begin(), order.end(), [&](std::int64_t a, std::int64_t b) {
-        return std::abs(g[a].item<float>()) > std::abs(g[b].item<float>());
-      });
-      torch::Tensor mine = torch::zeros({n});
-      for (int j = 0; j < 20; ++j) mine[order[j]] = g[order[j]];
-      EXPECT_TRUE(torch::equal(results[rank].sent, mine)) << "rank " << rank;
+      std::sort(order.begin(), order.end(),
+                [&](std::int64_t a, std::int64_t b) { return std::abs(v[a]) > std::abs(v[b]); });
+      torch::Tensor mine = torch::zeros({c.n});
+      for (std::int64_t j = 0; j < c.k; ++j) mine[order[j]] = v[order[j]];
+      EXPECT_TRUE(torch::equal(results[rank].sent, mine)) << "n " << c.n << " rank " << rank;
       want += mine;
     }
-    EXPECT_TRUE(torch::allclose(results[0].average, want / world, 0, 0)) << "world " << world;
-    EXPECT_EQ(results[0].bytes_sent, 20 * 8u);  // an i32 index and an f32 value each
+    EXPECT_TRUE(torch::allclose(results[0].average, want / c.world, 0, 0)) << "n " << c.n;
+    EXPECT_EQ(results[0].bytes_sent, static_cast<std::size_t>(c.k) * (c.n <= 65536 ? 6 : 8))
+        << "n " << c.n;  // an index and an f32 value each
   }
 }
 

@@ -17,7 +17,9 @@ torch::Tensor scatter(const torch::Tensor& indices, const torch::Tensor& values,
   return torch::zeros({n}, values.options()).index_put_({indices.to(torch::kLong)}, values);
 }
 
-// The k largest magnitudes and where they are (k indices as i32, k values).
+// The k largest magnitudes and where they are: k values, and k indices in 2 bytes each where
+// the bucket has at most 65536 elements (else 4), so that 1% of a small model's gradient costs
+// 1.5% of its bytes, not 2%.
 class TopK final : public PayloadCompressor {
  public:
   TopK(std::uint64_t seed, double ratio) : PayloadCompressor(seed), ratio_(ratio) {}
@@ -26,13 +28,20 @@ class TopK final : public PayloadCompressor {
   bool summable() const override { return false; }
   Payload encode(const torch::Tensor& grad, std::uint64_t) const override {
     const auto indices = std::get<1>(grad.abs().topk(kept(ratio_, grad.numel())));
-    return {indices.to(torch::kInt32), grad.index({indices})};
+    const auto packed = short_indices(grad.numel())
+                            ? indices.to(torch::kInt16).view(torch::kUInt8)  // bytes to send
+                            : indices.to(torch::kInt32);
+    return {packed, grad.index({indices})};
   }
   torch::Tensor decode(const Payload& payload, std::int64_t n, std::uint64_t) const override {
-    return scatter(payload[0], payload[1], n);
+    const auto indices =
+        short_indices(n) ? payload[0].contiguous().view(torch::kInt16).to(torch::kInt32) & 0xffff
+                         : payload[0];
+    return scatter(indices, payload[1], n);
   }
 
  private:
+  static bool short_indices(std::int64_t n) { return n <= 65536; }
   double ratio_;
 };
 
