@@ -262,10 +262,10 @@ int launch_netns_cluster(LaunchOptions o) {
                          "runs ", shape.hosts * shape.ranks_per_host, " ranks; leave --np out"));
   // Signals wait until the cluster is whole (run_children takes them), so that an interrupt
   // never leaves half of it behind.
-  sigset_t stop, previous;
+  sigset_t stop;
   sigemptyset(&stop);
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
-  ::sigprocmask(SIG_BLOCK, &stop, &previous);
+  ::sigprocmask(SIG_BLOCK, &stop, nullptr);
   NetnsCluster cluster(shape);
   prepare_mpirun_environment(o, cluster.address(0));
   if (o.engine == "gloo") ::setenv("GLOO_SOCKET_IFNAME", NetnsCluster::kInterface, 1);
