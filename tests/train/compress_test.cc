@@ -142,6 +142,10 @@ TEST(Compress, RandomKSendsTheSameIndicesFromEveryRankAndAveragesThem) {
     EXPECT_TRUE(torch::equal(results[rank].sent != 0, chosen)) << "rank " << rank;
     want += torch::where(chosen, grad_of(rank), torch::zeros({n}));
   }
+  // The all-reduce sums the three float32 values in its own order, then divides; the reference
+  // sums in rank order. Each of the two roundings per sum is at most u = 2^-24 ≈ 6e-8 of the
+  // values (all near 10, so no cancellation), so the two differ by a few u: 1e-6 relative
+  // leaves a margin, while a wrong index or a missing rank moves an element by a third or more.
   EXPECT_TRUE(torch::allclose(results[0].average, want / 3, 1e-6, 0));
   EXPECT_EQ(results[0].bytes_sent, 15 * 4u);
 }
