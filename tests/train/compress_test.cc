@@ -1,6 +1,8 @@
 // Gradient compressors against what each one promises: unbiased quantisers, exact top-k,
 // error feedback that loses nothing, fp16/bf16 within their rounding, PowerSGD exact on
-// low-rank matrices, and every compressor training a model under all-reduce and local SGD.
+// low-rank matrices, workers' packed pushes that a parameter server decodes to what they sent,
+// and every compressor training a model under all-reduce, local SGD, post-local SGD and a
+// parameter server.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -161,14 +163,18 @@ TEST(Compress, ErrorFeedbackLosesNothing) {
   o.ratio = 0.05;  // 5 of 100 per step: 20 steps flush the residual
   comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
     auto c = make_compressor(o, {flat_layout(n)});
-    torch::Tensor came_in = torch::zeros({n}), went_out = torch::zeros({n});
+    auto pushes = make_compressor(o, {flat_layout(n)});  // to a parameter server
+    torch::Tensor came_in = torch::zeros({n}), reduced = torch::zeros({n}),
+                  pushed = torch::zeros({n});
     for (std::int64_t step = 1; step <= steps + n / 5; ++step) {
       const auto g = step <= steps ? seeded_randn(n, 100 + step) : torch::zeros({n});
       came_in += g;
-      went_out += c->reduce(g, 0, step, comm).sent;
+      reduced += c->reduce(g, 0, step, comm).sent;
+      pushed += pushes->pack(g, 0, step, 0).sent;
     }
     const double scale = came_in.abs().max().item<double>();
-    EXPECT_LE((went_out - came_in).abs().max().item<double>(), 1e-5 * scale);
+    EXPECT_LE((reduced - came_in).abs().max().item<double>(), 1e-5 * scale);
+    EXPECT_LE((pushed - came_in).abs().max().item<double>(), 1e-5 * scale);
   });
 }
 
@@ -231,6 +237,44 @@ TEST(Compress, PowerSgdIsExactOnMatricesOfItsRank) {
   }
 }
 
+// A parameter server decodes each worker's push alone: unpack() of pack()'s bytes is what the
+// worker counted as sent, bit for bit, in packed_bytes() bytes; error feedback keeps the rest.
+TEST(Compress, APackedPushUnpacksToWhatTheWorkerSent) {
+  const std::int64_t rows = 24, cols = 10;
+  const BucketLayout layout{{0, rows * cols}, {{rows, cols}, {cols}}, rows * cols + cols};
+  for (const char* name : {"fp16", "bf16", "topk", "randomk", "qsgd", "natural", "sign", "powersgd"})
+    for (bool error_feedback : {false, true}) {
+      auto o = options(name, error_feedback);
+      o.ratio = 0.1;
+      o.rank = 2;
+      auto worker = make_compressor(o, {layout}), server = make_compressor(o, {layout});
+      for (std::int64_t step = 1; step <= 3; ++step) {
+        const auto g = seeded_randn(layout.elements, 10 + step);
+        const auto packed = worker->pack(g, 0, step, 1);
+        ASSERT_EQ(packed.bytes.numel(),
+                  static_cast<std::int64_t>(server->packed_bytes(0, layout.elements)))
+            << name;
+        EXPECT_TRUE(torch::equal(server->unpack(packed.bytes, 0, layout.elements), packed.sent))
+            << name << " step " << step;
+      }
+    }
+}
+
+TEST(Compress, PowerSgdPushIsExactOnMatricesOfItsRank) {
+  const std::int64_t rows = 30, cols = 20, rank = 3;
+  const BucketLayout layout{{0}, {{rows, cols}}, rows * cols};
+  auto o = options("powersgd");
+  o.rank = rank;
+  auto gen = torch::make_generator<at::CPUGeneratorImpl>(7);
+  const auto m = torch::randn({rows, rank}, gen).matmul(torch::randn({rank, cols}, gen)).flatten();
+  auto worker = make_compressor(o, {layout});
+  const auto packed = worker->pack(m, 0, 1, 0);
+  EXPECT_EQ(packed.bytes.numel(), (rows + cols) * rank * 4);
+  // One power iteration from a random start spans a rank-r matrix's column space exactly; the
+  // error is float rounding of two products of length <= 30, relative to the largest entry.
+  EXPECT_LE((packed.sent - m).abs().max().item<double>(), 1e-4 * m.abs().max().item<double>());
+}
+
 TEST(Compress, StrategiesWithoutCompressionRefuseIt) {
   TrainConfig config;
   config.strategy.name = "zero";
@@ -240,10 +284,27 @@ TEST(Compress, StrategiesWithoutCompressionRefuseIt) {
       make_strategy(config, comm);
       ADD_FAILURE() << "zero took compress.name = fp16";
     } catch (const ConfigError& e) {
-      EXPECT_NE(std::string(e.what()).find("needs strategy.name = allreduce or local_sgd"),
+      EXPECT_NE(std::string(e.what()).find(
+                    "needs strategy.name = allreduce, local_sgd, post_local_sgd or ps"),
                 std::string::npos)
           << e.what();
     }
+  });
+}
+
+// A server decodes each push alone, so it cannot take a majority vote, and it posts receives of
+// the compressed size, so the pushes cannot start uncompressed.
+TEST(Compress, ParameterServersRefuseWhatTheyCannotDecode) {
+  comm::local::run_ranks(2, {}, [&](comm::Communicator& comm) {
+    TrainConfig config;
+    config.strategy.name = "ps";
+    config.compress.name = "sign";
+    config.compress.error_feedback = false;
+    EXPECT_THROW(make_strategy(config, comm), ConfigError);
+    config.compress.name = "topk";
+    config.compress.error_feedback = true;
+    config.compress.warmup_steps = 5;
+    EXPECT_THROW(make_strategy(config, comm), ConfigError);
   });
 }
 
@@ -256,8 +317,9 @@ TEST(Compress, OutOfRangeSettingsAreConfigErrors) {
   EXPECT_EQ(make_compressor(options("none"), {flat_layout(8)}), nullptr);
 }
 
-// Every compressor through the all-reduce strategy and local SGD (every other step): lenet5 at
-// 2 ranks trains to its last step with finite, changed parameters that agree on both ranks.
+// Every compressor through the all-reduce strategy, local SGD (every other step), post-local
+// SGD (2 synchronous steps, then local) and a parameter server (2 workers and 1 server): lenet5
+// trains to its last step with finite, changed parameters that agree on both trainers.
 struct TrainingCase {
   std::string strategy, compressor;
 };
@@ -271,10 +333,12 @@ TEST_P(CompressedTraining, Lenet5TrainsOnTwoRanks) {
   config.train.dtype = "float32";
   config.strategy.name = GetParam().strategy;
   config.strategy.period = 2;
+  config.strategy.warmup_steps = 2;
   config.compress.name = GetParam().compressor;
   config.compress.ratio = 0.05;
+  const int world = config.strategy.name == "ps" ? 3 : 2;
   const auto out = testing::on_ranks(
-      2, [&](comm::Communicator& comm) { return testing::train_once(config, comm, data); });
+      world, [&](comm::Communicator& comm) { return testing::train_once(config, comm, data); });
   EXPECT_EQ(out[0].result.steps, 4);
   // The model moved (a sparsifier may leave a small tensor as it was), stayed finite, and the
   // replicas agree.
@@ -289,7 +353,7 @@ TEST_P(CompressedTraining, Lenet5TrainsOnTwoRanks) {
 
 std::vector<TrainingCase> training_cases() {
   std::vector<TrainingCase> cases;
-  for (const char* strategy : {"allreduce", "local_sgd"})
+  for (const char* strategy : {"allreduce", "local_sgd", "post_local_sgd", "ps"})
     for (const char* c : {"fp16", "bf16", "topk", "randomk", "qsgd", "natural", "sign", "powersgd"})
       cases.push_back({strategy, c});
   return cases;
@@ -301,18 +365,26 @@ INSTANTIATE_TEST_SUITE_P(Compressors, CompressedTraining, ::testing::ValuesIn(tr
                          });
 
 // Error feedback's residuals and PowerSGD's warm start are in the checkpoint: k steps, a
-// restart, k more equal 2k straight, bit for bit, under all-reduce and local SGD.
+// restart, k more equal 2k straight, bit for bit, under every strategy that compresses.
 TEST(Compress, ACompressedRunResumesExactly) {
   torch::set_num_threads(1);
   const int k = 3;
   auto data = testing::synthetic_images(96);
   for (auto [strategy, name] :
-       {std::pair{"allreduce", "powersgd"}, {"allreduce", "topk"}, {"local_sgd", "topk"}}) {
+       {std::pair{"allreduce", "powersgd"}, {"allreduce", "topk"}, {"local_sgd", "topk"},
+        {"post_local_sgd", "powersgd"}, {"ps", "topk"}, {"ps", "powersgd"}}) {
     data::testing::TempDir dir;
     auto config = testing::config_for("lenet5", "sgd", 8, 2 * k);
     config.train.dtype = "float32";
     config.strategy.name = strategy;
-    config.strategy.period = k;  // the checkpoint falls on an average: nothing to reconcile
+    // The checkpoint at step k falls on an average, so that there is nothing to reconcile:
+    // local SGD averages every k steps; post-local SGD runs step 1 synchronously, then
+    // averages every 2 local steps (steps 3 and 5), so it compresses in both phases.
+    config.strategy.period = k;
+    if (config.strategy.name == "post_local_sgd") {
+      config.strategy.warmup_steps = 1;
+      config.strategy.period = 2;
+    }
     // Each replica's momentum is its own; averaged with the parameters, the one checkpointed
     // is every rank's.
     config.strategy.average_optimizer_state = true;

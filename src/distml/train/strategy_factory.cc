@@ -54,6 +54,19 @@ PsStrategyOptions ps_options(const TrainConfig& config) {
   o.first_bucket_bytes = buckets.first_bucket_bytes;
   o.bucket_bytes = std::min<std::size_t>(buckets.bucket_bytes, 4u << 20);
   o.find_unused_parameters = c.find_unused_parameters;
+  o.compress = config.compress;
+  o.compress.seed = config.train.seed;
+  if (o.compress.name == "sign" && !o.compress.error_feedback)
+    throw ConfigError(cat(config.origin("compress.error_feedback"),
+                          ": compress.name = sign without error feedback is signSGD's majority "
+                          "vote, which needs every worker's signs at once; a parameter server "
+                          "decodes each push on its own: set compress.error_feedback = true "
+                          "(EF-signSGD) or use strategy allreduce"));
+  if (o.compress.name != "none" && o.compress.warmup_steps > 0)
+    throw ConfigError(cat(config.origin("compress.warmup_steps"),
+                          ": compress.warmup_steps = ", o.compress.warmup_steps,
+                          ": strategy ps compresses every push (its servers post receives of the "
+                          "compressed size); set it to 0, or use strategy allreduce or local_sgd"));
   return o;
 }
 
@@ -73,22 +86,23 @@ std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communi
     o.compress = compress;
     return std::make_unique<LocalSgdStrategy>(comm, o);
   }
+  if (c.name == "ps") return std::make_unique<PsStrategy>(comm, ps_options(config));
+  if (c.name == "post_local_sgd")
+    return std::make_unique<PostLocalSgdStrategy>(
+        comm, PostLocalSgdOptions{.warmup_steps = c.warmup_steps,
+                                  .allreduce = allreduce_options(c),
+                                  .local = local_sgd_options(c),
+                                  .compress = compress});
   if (compress.name != "none")
     throw ConfigError(cat(config.origin("compress.name"), ": compress.name = ", compress.name,
-                          " needs strategy.name = allreduce or local_sgd (compression is not "
-                          "built for strategy ",
-                          c.name, " yet)"));
-  if (c.name == "ps") return std::make_unique<PsStrategy>(comm, ps_options(config));
+                          " needs strategy.name = allreduce, local_sgd, post_local_sgd or ps "
+                          "(compression is not built for strategy ",
+                          c.name, ")"));
   if (c.name == "zero") {
     return std::make_unique<ZeroStrategy>(
         comm,
         ZeroStrategyOptions{.stage = static_cast<int>(c.stage), .buckets = allreduce_options(c)});
   }
-  if (c.name == "post_local_sgd")
-    return std::make_unique<PostLocalSgdStrategy>(
-        comm, PostLocalSgdOptions{.warmup_steps = c.warmup_steps,
-                                  .allreduce = allreduce_options(c),
-                                  .local = local_sgd_options(c)});
   if (c.name == "easgd" && c.asynchronous)  // each worker pulls on its own: alpha <= 1 suffices
     return std::make_unique<AsyncEasgdStrategy>(comm, AsyncEasgdOptions{c.period, c.alpha});
   if (c.name == "easgd")

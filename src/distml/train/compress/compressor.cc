@@ -1,5 +1,6 @@
 #include "distml/train/compress/compressor.h"
 
+#include <cstring>
 #include <sstream>
 
 #include "distml/core/error.h"
@@ -23,12 +24,27 @@ class ErrorFeedback final : public Compressor {
 
   Reduced reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
                  comm::Communicator& comm) override {
-    if (residuals_.size() <= bucket) residuals_.resize(bucket + 1);
-    torch::Tensor& residual = residuals_[bucket];
+    torch::Tensor& residual = residual_of(bucket);
     const torch::Tensor input = residual.defined() ? grad + residual : grad;
     Reduced r = inner_->reduce(input, bucket, step, comm);
     residual = input - r.sent;
     return r;
+  }
+
+  Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
+              int rank) override {
+    torch::Tensor& residual = residual_of(bucket);
+    const torch::Tensor input = residual.defined() ? grad + residual : grad;
+    Packed p = inner_->pack(input, bucket, step, rank);
+    residual = input - p.sent;
+    return p;
+  }
+  torch::Tensor unpack(const torch::Tensor& bytes, std::size_t bucket,
+                       std::int64_t elements) override {
+    return inner_->unpack(bytes, bucket, elements);
+  }
+  std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) override {
+    return inner_->packed_bytes(bucket, elements);
   }
 
   std::string save_state() const override {
@@ -55,6 +71,11 @@ class ErrorFeedback final : public Compressor {
   }
 
  private:
+  torch::Tensor& residual_of(std::size_t bucket) {
+    if (residuals_.size() <= bucket) residuals_.resize(bucket + 1);
+    return residuals_[bucket];
+  }
+
   std::unique_ptr<Compressor> inner_;
   std::vector<torch::Tensor> residuals_;
 };
@@ -96,13 +117,63 @@ torch::Tensor PayloadCompressor::combine(const torch::Tensor& decoded) const {
   return decoded.mean(0);
 }
 
+// Summable payloads draw alike on every rank; the others draw independently per rank.
+std::uint64_t PayloadCompressor::rng_seed(std::size_t bucket, std::int64_t step, int rank) const {
+  const std::uint64_t rank_stream = summable() ? 0 : 1 + static_cast<std::uint64_t>(rank);
+  return data::derive_seed(data::derive_seed(seed_, bucket, static_cast<std::uint64_t>(step)),
+                           rank_stream);
+}
+
+const PayloadCompressor::Payload& PayloadCompressor::shapes_for(std::int64_t elements) {
+  auto it = shapes_.find(elements);
+  if (it == shapes_.end())
+    it = shapes_.emplace(elements, encode(torch::zeros({elements}, torch::kFloat32), 0)).first;
+  return it->second;
+}
+
+std::size_t PayloadCompressor::packed_bytes(std::size_t, std::int64_t elements) {
+  return sizeof(std::uint64_t) + bytes_of(shapes_for(elements));
+}
+
+Packed PayloadCompressor::pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
+                               int rank) {
+  const std::uint64_t seed = rng_seed(bucket, step, rank);
+  const Payload payload = encode(grad, seed);
+  Packed p{torch::empty({static_cast<std::int64_t>(sizeof seed + bytes_of(payload))}, torch::kUInt8),
+           decode(payload, grad.numel(), seed)};
+  auto* out = p.bytes.data_ptr<std::uint8_t>();
+  std::memcpy(out, &seed, sizeof seed);
+  out += sizeof seed;
+  for (const auto& t : payload) {
+    const auto c = t.contiguous();
+    std::memcpy(out, c.data_ptr(), c.numel() * c.element_size());
+    out += c.numel() * c.element_size();
+  }
+  return p;
+}
+
+torch::Tensor PayloadCompressor::unpack(const torch::Tensor& bytes, std::size_t bucket,
+                                        std::int64_t elements) {
+  DML_CHECK(bytes.numel() == static_cast<std::int64_t>(packed_bytes(bucket, elements)),
+            "compressed bucket ", bucket, ": ", bytes.numel(), " bytes, expected ",
+            packed_bytes(bucket, elements));
+  const auto* in = bytes.data_ptr<std::uint8_t>();
+  std::uint64_t seed = 0;
+  std::memcpy(&seed, in, sizeof seed);
+  in += sizeof seed;
+  Payload payload;
+  for (const auto& shape : shapes_for(elements)) {
+    payload.push_back(torch::empty(shape.sizes(), shape.options()));
+    std::memcpy(payload.back().data_ptr(), in, shape.numel() * shape.element_size());
+    in += shape.numel() * shape.element_size();
+  }
+  return decode(payload, elements, seed);
+}
+
 Reduced PayloadCompressor::reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
                                   comm::Communicator& comm) {
   const std::int64_t n = grad.numel();
-  // Summable payloads draw alike on every rank; the others draw independently per rank.
-  const std::uint64_t rank_stream = summable() ? 0 : 1 + static_cast<std::uint64_t>(comm.rank());
-  const std::uint64_t rng_seed = data::derive_seed(
-      data::derive_seed(seed_, bucket, static_cast<std::uint64_t>(step)), rank_stream);
+  const std::uint64_t rng_seed = this->rng_seed(bucket, step, comm.rank());
   Payload payload = encode(grad, rng_seed);
   Reduced r;
   r.sent = decode(payload, n, rng_seed);

@@ -6,7 +6,9 @@
 // alike, PowerSGD's factors); the others differ in layout from rank to rank (top-k's indices,
 // QSGD's and natural compression's codes, signs) and are all-gathered, then decoded rank by rank.
 // Either way reduce() returns the approximate average and what this rank's part of it was
-// ("sent"); error feedback (Seide et al. 2014, Karimireddy et al. 2019) keeps input - sent per
+// ("sent"). A parameter server instead receives each worker's payload alone: pack() is the
+// worker's side (bytes of a size fixed per bucket, so that the server can post its receive),
+// unpack() the server's; error feedback (Seide et al. 2014, Karimireddy et al. 2019) keeps input - sent per
 // bucket and adds it to the next step's gradient, so nothing is lost, only delayed.
 //
 // Randomness (QSGD, natural compression, random-k) is drawn from (seed, bucket, step, rank), so
@@ -16,6 +18,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,6 +41,12 @@ struct BucketLayout {
 /// ConfigError naming `options.name` unless they are float32, which the compressors work in.
 BucketLayout layout_of(std::span<const torch::Tensor> tensors, const CompressOptions& options);
 
+/// A worker's payload for a parameter server, which decodes each worker's on its own.
+struct Packed {
+  torch::Tensor bytes;  // u8, packed_bytes() of them
+  torch::Tensor sent;   // what unpack() will make of them
+};
+
 /// One bucket's reduction.
 struct Reduced {
   torch::Tensor average;  // the approximate mean over ranks, laid out like the input
@@ -52,6 +61,14 @@ class Compressor {
   /// flat f32 gradient) for step `step` (1 for the first).
   virtual Reduced reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
                          comm::Communicator& comm) = 0;
+  /// This rank's payload for `bucket` at `step` (1 for the first), sent alone.
+  virtual Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
+                      int rank) = 0;
+  /// pack()'s bytes back to a flat gradient of `elements` (the server's side).
+  virtual torch::Tensor unpack(const torch::Tensor& bytes, std::size_t bucket,
+                               std::int64_t elements) = 0;
+  /// How many bytes pack() makes of a bucket of `elements`: the same at every step.
+  virtual std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) = 0;
   /// What a resumed run needs to continue exactly (error feedback's residuals, PowerSGD's
   /// warm start), serialised; load_state takes what save_state returned.
   virtual std::string save_state() const { return {}; }
@@ -65,6 +82,11 @@ class PayloadCompressor : public Compressor {
   using Payload = std::vector<torch::Tensor>;
   Reduced reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
                  comm::Communicator& comm) final;
+  /// The bytes are the rng seed (8) and then each payload tensor's, in order.
+  Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step, int rank) final;
+  torch::Tensor unpack(const torch::Tensor& bytes, std::size_t bucket,
+                       std::int64_t elements) final;
+  std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) final;
 
  protected:
   explicit PayloadCompressor(std::uint64_t seed) : seed_(seed) {}
@@ -82,7 +104,12 @@ class PayloadCompressor : public Compressor {
   virtual torch::Tensor combine(const torch::Tensor& decoded) const;
 
  private:
+  std::uint64_t rng_seed(std::size_t bucket, std::int64_t step, int rank) const;
+  /// A payload of zeros for `elements`: the shapes and types that pack()'s bytes hold.
+  const Payload& shapes_for(std::int64_t elements);
+
   std::uint64_t seed_;
+  std::map<std::int64_t, Payload> shapes_;  // by bucket size
 };
 
 /// The compressor `options` names, wrapped in error feedback where asked; null for "none".

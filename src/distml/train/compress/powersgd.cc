@@ -9,6 +9,8 @@
 // Vectors (biases) and matrices whose factors would not be at least twice smaller than the
 // matrix ((n + m) r x 2 > n m) are sent as they are. This rank's part ("sent") is P Q^T where
 // it compressed and its own gradient elsewhere, so error feedback keeps M - P Q^T.
+// To a parameter server a worker sends the plain elements, its orthogonalised P and its Q (the
+// same steps without the averages); the server decodes P Q^T.
 
 #include "distml/core/error.h"
 #include "distml/data/permutation.h"
@@ -70,14 +72,12 @@ class PowerSgd final : public Compressor {
 
   Reduced reduce(const torch::Tensor& grad, std::size_t bucket, std::int64_t,
                  comm::Communicator& comm) override {
-    DML_CHECK(bucket < plans_.size(), "powersgd: bucket ", bucket, " of ", plans_.size());
-    const BucketPlan& plan = plans_[bucket];
+    const BucketPlan& plan = plan_of(bucket);
     auto& q = q_[bucket];
     if (q.empty()) q = initial_q(plan, bucket);
     std::vector<torch::Tensor> m, p;
     for (std::size_t i = 0; i < plan.matrices.size(); ++i) {
-      const Matrix& mat = plan.matrices[i];
-      m.push_back(grad.narrow(0, mat.offset, mat.rows * mat.cols).view({mat.rows, mat.cols}));
+      m.push_back(matrix(grad, plan.matrices[i]));
       p.push_back(m.back().matmul(q[i]));
     }
     Reduced r;
@@ -115,6 +115,39 @@ class PowerSgd final : public Compressor {
     return r;
   }
 
+  Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t, int) override {
+    const BucketPlan& plan = plan_of(bucket);
+    auto& q = q_[bucket];
+    if (q.empty()) q = initial_q(plan, bucket);
+    std::vector<torch::Tensor> parts = {grad.index({plan.plain})}, qs;
+    for (std::size_t i = 0; i < plan.matrices.size(); ++i) {
+      const auto m = matrix(grad, plan.matrices[i]);
+      auto p = m.matmul(q[i]);
+      orthogonalise(p);
+      q[i] = m.t().matmul(p);
+      parts.push_back(p.flatten());
+      qs.push_back(q[i].flatten());
+    }
+    parts.insert(parts.end(), qs.begin(), qs.end());
+    const auto values = torch::cat(parts);
+    return {values.view(torch::kUInt8), unpack_values(values, plan, grad.numel())};
+  }
+
+  torch::Tensor unpack(const torch::Tensor& bytes, std::size_t bucket,
+                       std::int64_t elements) override {
+    DML_CHECK(bytes.numel() == static_cast<std::int64_t>(packed_bytes(bucket, elements)),
+              "powersgd bucket ", bucket, ": ", bytes.numel(), " bytes, expected ",
+              packed_bytes(bucket, elements));
+    return unpack_values(bytes.view(torch::kFloat32), plan_of(bucket), elements);
+  }
+
+  std::size_t packed_bytes(std::size_t bucket, std::int64_t) override {
+    const BucketPlan& plan = plan_of(bucket);
+    std::int64_t values = plan.plain.numel();
+    for (const Matrix& mat : plan.matrices) values += (mat.rows + mat.cols) * mat.rank;
+    return static_cast<std::size_t>(values) * sizeof(float);
+  }
+
   std::string save_state() const override {
     torch::serialize::OutputArchive archive;
     for (std::size_t b = 0; b < q_.size(); ++b)
@@ -137,6 +170,33 @@ class PowerSgd final : public Compressor {
   }
 
  private:
+  const BucketPlan& plan_of(std::size_t bucket) const {
+    DML_CHECK(bucket < plans_.size(), "powersgd: bucket ", bucket, " of ", plans_.size());
+    return plans_[bucket];
+  }
+
+  static torch::Tensor matrix(const torch::Tensor& flat, const Matrix& mat) {
+    return flat.narrow(0, mat.offset, mat.rows * mat.cols).view({mat.rows, mat.cols});
+  }
+
+  // pack()'s values (plain elements, every P, every Q) to the flat gradient they approximate.
+  static torch::Tensor unpack_values(const torch::Tensor& values, const BucketPlan& plan,
+                                     std::int64_t elements) {
+    const std::int64_t plain = plan.plain.numel();
+    auto out = torch::zeros({elements}, values.options())
+                   .index_put_({plan.plain}, values.narrow(0, 0, plain));
+    std::int64_t p_at = plain, q_at = plain;
+    for (const Matrix& mat : plan.matrices) q_at += mat.rows * mat.rank;
+    for (const Matrix& mat : plan.matrices) {
+      const auto p = values.narrow(0, p_at, mat.rows * mat.rank).view({mat.rows, mat.rank});
+      const auto q = values.narrow(0, q_at, mat.cols * mat.rank).view({mat.cols, mat.rank});
+      matrix(out, mat).copy_(p.matmul(q.t()));
+      p_at += p.numel();
+      q_at += q.numel();
+    }
+    return out;
+  }
+
   static torch::Tensor average(torch::Tensor t, comm::Communicator& comm, std::size_t& bytes) {
     t = t.contiguous();
     comm.allreduce(buffer_of(t), {.op = comm::ReduceOp::avg});

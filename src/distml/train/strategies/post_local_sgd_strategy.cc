@@ -1,11 +1,54 @@
 #include "distml/train/strategies/post_local_sgd_strategy.h"
 
+#include <algorithm>
+#include <sstream>
+
 namespace distml::train {
+
+AllreduceStrategyOptions PostLocalSgdStrategy::with(AllreduceStrategyOptions o,
+                                                    const compress::CompressOptions& compress) {
+  o.compress = compress;
+  return o;
+}
+
+// The local half counts its steps from the end of the warm-up.
+LocalSgdOptions PostLocalSgdStrategy::with(LocalSgdOptions o, compress::CompressOptions compress,
+                                           std::int64_t warmup_steps) {
+  compress.warmup_steps = std::max<std::int64_t>(0, compress.warmup_steps - warmup_steps);
+  o.compress = compress;
+  return o;
+}
 
 PostLocalSgdStrategy::PostLocalSgdStrategy(comm::Communicator& comm, PostLocalSgdOptions options)
     : warmup_steps_(options.warmup_steps),
-      allreduce_(comm, options.allreduce),
-      local_(comm, options.local) {}
+      allreduce_(comm, with(options.allreduce, options.compress)),
+      local_(comm, with(options.local, options.compress, options.warmup_steps)) {}
+
+void PostLocalSgdStrategy::resumed_at(std::int64_t global_step) {
+  steps_done_ = global_step;
+  allreduce_.resumed_at(global_step);
+  local_.resumed_at(std::max<std::int64_t>(0, global_step - warmup_steps_));
+}
+
+std::string PostLocalSgdStrategy::save_state() {
+  torch::serialize::OutputArchive archive;
+  archive.write("allreduce", allreduce_.save_state());
+  archive.write("local", local_.save_state());
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void PostLocalSgdStrategy::load_state(const std::string& state) {
+  if (state.empty()) return;
+  torch::serialize::InputArchive archive;
+  archive.load_from(state.data(), state.size());
+  c10::IValue half;
+  archive.read("allreduce", half);
+  allreduce_.load_state(half.toStringRef());
+  archive.read("local", half);
+  local_.load_state(half.toStringRef());
+}
 
 void PostLocalSgdStrategy::setup(const nn::ModelTensors& model) {
   // 1.

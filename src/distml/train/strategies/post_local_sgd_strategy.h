@@ -13,6 +13,8 @@
 //     average comes H steps after it.
 //  4. reconcile() is the LocalSgdStrategy's: it averages only what drifted, so it costs
 //     nothing during the warm-up.
+// With compress.name set, both halves compress (the warm-up's gradients, then the changes the
+// local phase averages); compress.warmup_steps counts from the start of the run.
 // After a resume, resumed_at() tells it which step comes next, so the phase is the same as in
 // a run that never stopped.
 #pragma once
@@ -30,6 +32,7 @@ struct PostLocalSgdOptions {
   std::int64_t warmup_steps = 100;  // steps of synchronous SGD before local SGD
   AllreduceStrategyOptions allreduce;
   LocalSgdOptions local;
+  compress::CompressOptions compress;
 };
 
 class PostLocalSgdStrategy final : public Strategy {
@@ -40,7 +43,9 @@ class PostLocalSgdStrategy final : public Strategy {
   void before_backward(bool sync) override;
   void before_optimizer_step() override;
   void after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) override;
-  void resumed_at(std::int64_t global_step) override { steps_done_ = global_step; }
+  void resumed_at(std::int64_t global_step) override;
+  std::string save_state() override;
+  void load_state(const std::string& state) override;
   void reconcile(torch::optim::Optimizer& optimizer) override { local_.reconcile(optimizer); }
   /// The last step's half; bytes_sent sums both.
   StrategyStats stats() const override;
@@ -49,6 +54,11 @@ class PostLocalSgdStrategy final : public Strategy {
   bool warming_up() const { return steps_done_ < warmup_steps_; }
 
   std::int64_t warmup_steps_;
+  static AllreduceStrategyOptions with(AllreduceStrategyOptions o,
+                                       const compress::CompressOptions& compress);
+  static LocalSgdOptions with(LocalSgdOptions o, compress::CompressOptions compress,
+                              std::int64_t warmup_steps);
+
   AllreduceStrategy allreduce_;
   LocalSgdStrategy local_;
   std::int64_t steps_done_ = 0;  // the last step after_optimizer_step saw

@@ -16,6 +16,7 @@ struct Server::Peer {
   double control = 0;
   comm::Work header_work, control_work;
   std::vector<torch::Tensor> grads, replies;  // per bucket of mine
+  std::vector<torch::Tensor> packed;          // per bucket of mine, with a compressor
   std::vector<comm::Work> grad_work, reply_work;
   std::vector<char> arrived;
   bool header_in = false;
@@ -26,8 +27,9 @@ struct Server::Peer {
 };
 
 Server::Server(comm::Communicator& world, const Layout& layout,
-               const std::vector<torch::Tensor>& params, const ServerOptions& options)
-    : world_(world), layout_(layout), options_(options) {
+               const std::vector<torch::Tensor>& params, const ServerOptions& options,
+               compress::Compressor* unpacker)
+    : world_(world), layout_(layout), options_(options), unpacker_(unpacker) {
   const int me = world.rank() - layout.workers;
   mine_ = layout.buckets_of(me);
   std::vector<torch::Tensor> all_mine;
@@ -46,6 +48,10 @@ Server::Server(comm::Communicator& world, const Layout& layout,
       peer->grads.push_back(torch::empty({static_cast<std::int64_t>(layout.elements[b])},
                                          params_.back().front().options()));
       peer->replies.push_back(torch::empty_like(peer->grads.back()));
+      if (unpacker_)
+        peer->packed.push_back(torch::empty(
+            {static_cast<std::int64_t>(unpacker_->packed_bytes(b, peer->grads.back().numel()))},
+            torch::kUInt8));
     }
     peer->grad_work.resize(mine_.size());
     peer->reply_work.resize(mine_.size());
@@ -74,7 +80,8 @@ void Server::repost(Peer& w) {
   if (mine_.empty()) return;  // nothing to serve: a worker sends this server no steps
   w.header_work = world_.irecv(comm::Buffer{w.header, 2, comm::DType::f64}, w.rank, kStepTag);
   for (std::size_t i = 0; i < mine_.size(); ++i)
-    w.grad_work[i] = world_.irecv(buffer_of(w.grads[i]), w.rank, push_tag(mine_[i]));
+    w.grad_work[i] = world_.irecv(buffer_of(unpacker_ ? w.packed[i] : w.grads[i]), w.rank,
+                                  push_tag(mine_[i]));
 }
 
 // Collects what has arrived from `w`; true if anything did.
@@ -84,6 +91,7 @@ bool Server::poll(Peer& w) {
     for (std::size_t i = 0; i < mine_.size(); ++i)
       if (!w.arrived[i] && w.grad_work[i].test()) {
         w.grad_work[i].wait();  // rethrows a failed receive
+        if (unpacker_) w.grads[i].copy_(unpacker_->unpack(w.packed[i], mine_[i], w.grads[i].numel()));
         w.arrived[i] = 1;
         progress = true;
       }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/train/compress/compressor.h"
 #include "distml/train/optimizer_factory.h"
 #include "distml/train/strategies/ps_protocol.h"
 
@@ -32,8 +33,9 @@ struct ServerReport {
 class Server {
  public:
   /// `params`: every trainable parameter of the model (this server keeps its buckets').
+  /// `unpacker`, when the workers compress their pushes: decodes them (it must outlive this).
   Server(comm::Communicator& world, const Layout& layout, const std::vector<torch::Tensor>& params,
-         const ServerOptions& options);
+         const ServerOptions& options, compress::Compressor* unpacker = nullptr);
   ~Server();
 
   /// Serves until every worker has sent stop. TimeoutError naming the workers it waits for
@@ -62,6 +64,7 @@ class Server {
   comm::Communicator& world_;
   const Layout& layout_;
   ServerOptions options_;
+  compress::Compressor* unpacker_;  // decodes compressed pushes; null: they come as they are
   std::vector<std::size_t> mine_;                   // my buckets
   std::vector<std::vector<torch::Tensor>> params_;  // per bucket of mine, its parameters
   std::unique_ptr<torch::optim::Optimizer> optimizer_;

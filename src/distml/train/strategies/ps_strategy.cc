@@ -11,7 +11,8 @@ namespace distml::train {
 
 // A bucket's exchange with its server.
 struct PsStrategy::Exchange {
-  torch::Tensor fresh;  // the pulled parameters
+  torch::Tensor fresh;   // the pulled parameters
+  torch::Tensor packed;  // the compressed push in flight
   bool pushed = false;
   comm::Work push_work, pull_work;
 };
@@ -48,8 +49,18 @@ void PsStrategy::setup(const nn::ModelTensors& model) {
   layout_ = ps::Layout::plan(bytes, elements, layout_.workers, layout_.servers,
                              options_.first_bucket_bytes, options_.bucket_bytes);
   params_ = trainable.tensors;
+  if (options_.compress.name != "none") {
+    std::vector<compress::BucketLayout> layouts;
+    for (const auto& bucket : layout_.buckets) {
+      std::vector<torch::Tensor> tensors;
+      for (std::size_t p : bucket) tensors.push_back(params_[p]);
+      layouts.push_back(compress::layout_of(tensors, options_.compress));
+    }
+    compressor_ = compress::make_compressor(options_.compress, layouts);
+  }
   if (!trains()) {
-    server_ = std::make_unique<ps::Server>(world_, layout_, trainable.tensors, options_.server);
+    server_ = std::make_unique<ps::Server>(world_, layout_, trainable.tensors, options_.server,
+                                           compressor_.get());
     return;
   }
   exchanges_.resize(layout_.buckets.size());
@@ -68,10 +79,13 @@ void PsStrategy::push(std::size_t index) {
   const int server = layout_.server_rank(index);
   const auto& grads = buckets_->flat(index);
   e.push_work.wait();  // last step's push of these gradients has left
-  e.push_work = world_.isend(buffer_of(grads), server, ps::push_tag(index));
+  const torch::Tensor& sent =
+      compressor_ ? (e.packed = compressor_->pack(grads, index, clock_ + 1, world_.rank()).bytes)
+                  : grads;
+  e.push_work = world_.isend(buffer_of(sent), server, ps::push_tag(index));
   e.pull_work = world_.irecv(buffer_of(e.fresh), server, ps::pull_tag(index));
   e.pushed = true;
-  stats_.bytes_sent += grads.numel() * grads.element_size();
+  stats_.bytes_sent += sent.numel() * sent.element_size();
   last_push_ = Clock::now();
   if (pushes_this_step_++ == 0) first_push_ = last_push_;
   if (pushes_this_step_ < exchanges_.size()) ++early_pushes_;  // later buckets still pending
@@ -132,10 +146,25 @@ void PsStrategy::reconcile(torch::optim::Optimizer& /*optimizer*/) {
   wait_for_parameters();
 }
 
-// 7. Worker 0 collects every server's optimizer state (the sync before it has settled them).
+void PsStrategy::load_state(const std::string& state) {
+  saved_state_ = state;
+  if (!compressor_ || state.empty()) return;
+  torch::serialize::InputArchive archive;
+  archive.load_from(state.data(), state.size());
+  c10::IValue own;
+  if (archive.try_read("compressor", own)) compressor_->load_state(own.toStringRef());
+}
+
+// 7. Each worker keeps its compressor's state (residuals); worker 0 also collects every
+// server's optimizer state (the sync before it has settled them).
 std::string PsStrategy::save_state() {
-  if (world_.rank() != 0) return {};
   torch::serialize::OutputArchive archive;
+  if (compressor_) archive.write("compressor", compressor_->save_state());
+  if (world_.rank() != 0) {
+    std::ostringstream out;
+    archive.save_to(out);
+    return out.str();
+  }
   control_ = ps::kSave;
   for (int s = 0; s < layout_.servers; ++s) {
     const int server = layout_.workers + s;

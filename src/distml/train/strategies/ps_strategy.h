@@ -34,6 +34,9 @@
 //     (save) and keeps it with its own state in the checkpoint; the parameters are the
 //     workers' model. After a resume worker 0 sends each server the checkpoint's parameters
 //     and its optimizer state before anyone trains (resumed_at()), since servers read no file.
+// With compress.name set, a worker pushes each bucket compressed (compressor.h: pack, with
+// error feedback kept on the worker) and the server decodes each worker's push on its own
+// before 4.; the pulled parameters travel as they are.
 // A silent server (dead, or stuck) makes the waiting workers fail with a TimeoutError naming
 // it after the communicator's timeout; a silent worker does the same to the servers.
 #pragma once
@@ -46,6 +49,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/train/compress/compressor.h"
 #include "distml/train/strategies/gradient_buckets.h"
 #include "distml/train/strategies/ps_protocol.h"
 #include "distml/train/strategies/ps_server.h"
@@ -59,6 +63,7 @@ struct PsStrategyOptions {
   std::size_t first_bucket_bytes = 1u << 20;
   std::size_t bucket_bytes = 4u << 20;
   bool find_unused_parameters = false;
+  compress::CompressOptions compress;
 };
 
 class PsStrategy final : public Strategy {
@@ -74,7 +79,7 @@ class PsStrategy final : public Strategy {
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
   void reconcile(torch::optim::Optimizer& optimizer) override;
   std::string save_state() override;
-  void load_state(const std::string& state) override { saved_state_ = state; }
+  void load_state(const std::string& state) override;
   void resumed_at(std::int64_t global_step) override;
   comm::Communicator* training_comm() override { return workers_.get(); }
   bool trains() const override { return world_.rank() < layout_.workers; }
@@ -95,8 +100,9 @@ class PsStrategy final : public Strategy {
   std::unique_ptr<comm::Communicator> workers_;  // null on a server
   std::unique_ptr<ps::Server> server_;           // on a server only (after setup)
   std::vector<torch::Tensor> params_;            // every trainable parameter, in order
-  std::string saved_state_;                      // worker 0, from a checkpoint: the servers
+  std::string saved_state_;                      // from a checkpoint: compressor, servers (worker 0)
   std::unique_ptr<GradientBuckets> buckets_;     // on a worker only (after setup)
+  std::unique_ptr<compress::Compressor> compressor_;  // pack on a worker, unpack on a server
   std::vector<Exchange> exchanges_;              // per bucket
   std::vector<std::array<double, 2>> headers_;   // per server: the step header in flight
   std::vector<comm::Work> header_work_;
