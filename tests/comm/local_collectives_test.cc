@@ -2,6 +2,9 @@
 // serial reference in tests/support.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <filesystem>
 #include <mutex>
 
 #include "collective_check.h"
@@ -21,7 +24,9 @@ TEST_P(LocalCollectives, MatchSerialReferenceForEveryAlgorithmDtypeOpAndCount) {
   std::vector<std::string> failures;
   run_ranks(world, {}, [&](Communicator& comm) {
     auto mine = run_collective_grid(
-        comm, {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree},
+        comm,
+        {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree,
+         Algorithm::shm},
         standard_counts());
     std::lock_guard lock(mutex);
     failures.insert(failures.end(), mine.begin(), mine.end());
@@ -61,6 +66,39 @@ INSTANTIATE_TEST_SUITE_P(HostsByRanks, HierarchicalAllreduce,
                            return std::to_string(info.param.first) + "x" +
                                   std::to_string(info.param.second);
                          });
+
+TEST(LocalCollectives, SharedMemoryNeedsEveryRankOnOneHost) {
+  comm::CommOptions options;
+  options.emulated_ranks_per_host = 1;
+  run_ranks(2, options, [](Communicator& comm) {
+    std::vector<float> a(8, 1.0f);
+    EXPECT_THROW(comm.allreduce(comm::view(a), {.algorithm = Algorithm::shm}), UsageError);
+  });
+}
+
+// The segment is unlinked as soon as every rank has mapped it, so that a job that dies leaves
+// nothing behind; a rank that never comes is named at the deadline.
+TEST(LocalCollectives, SharedMemoryLeavesNoNameAndNamesTheRankItWaitsFor) {
+  comm::CommOptions options;
+  options.timeout = comm::Millis(500);
+  options.diagnose_grace = comm::Millis(100);
+  std::string error;
+  run_ranks(2, options, [&](Communicator& comm) {
+    std::vector<float> a(1000, 1.0f);
+    comm.allreduce(comm::view(a), {.algorithm = Algorithm::shm});
+    EXPECT_EQ(a[0], 2.0f);
+    for (const auto& entry : std::filesystem::directory_iterator("/dev/shm"))
+      EXPECT_NE(entry.path().filename().string().rfind(cat("distml-", getpid(), "-"), 0), 0u)
+          << entry.path() << " is still there";
+    if (comm.rank() == 1) return;  // rank 1 leaves; rank 0 waits in the next one
+    try {
+      comm.allreduce(comm::view(a), {.algorithm = Algorithm::shm});
+    } catch (const TimeoutError& e) {
+      error = e.what();
+    }
+  });
+  EXPECT_NE(error.find("shared-memory barrier waiting for ranks 1"), std::string::npos) << error;
+}
 
 TEST(LocalCollectives, HierarchicalNeedsTheSameNumberOfRanksOnEveryHost) {
   comm::CommOptions options;

@@ -62,8 +62,8 @@ struct Plan {
 
 std::vector<Algorithm> valid_algorithms(const std::string& op) {
   if (op == "allreduce")
-    return {Algorithm::native, Algorithm::ring,         Algorithm::halving_doubling,
-            Algorithm::tree,   Algorithm::hierarchical, Algorithm::automatic};
+    return {Algorithm::native,       Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree,
+            Algorithm::hierarchical, Algorithm::shm,  Algorithm::automatic};
   if (op == "broadcast") return {Algorithm::native, Algorithm::tree, Algorithm::automatic};
   if (op == "allgather" || op == "reduce_scatter")
     return {Algorithm::native, Algorithm::ring, Algorithm::automatic};
@@ -301,7 +301,7 @@ void add_bench_command(CLI::App& app, int argc, char** argv) {
       sub->add_option("--np", o->np, "Ranks (relaunches under distml launch; threads for local)");
   sub->add_option("--engine", o->engine, "mpi | gloo | local");
   sub->add_option("--algo", o->algos,
-                  "Comma list of native, ring, hd, tree, pairwise, hierarchical, auto");
+                  "Comma list of native, ring, hd, tree, pairwise, hierarchical, shm, auto");
   sub->add_option("--sizes", o->sizes, "Comma list of byte sizes (K, M, G suffixes)");
   sub->add_option("--iters", o->iters, "Calls per repetition (default: by size)");
   sub->add_option("--reps", o->reps, "Repetitions; the median is reported");

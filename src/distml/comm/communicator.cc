@@ -20,7 +20,11 @@ namespace {
 
 // Tags of the communicator's own protocol on the collective channel, far above the few
 // hundred that algorithms use.
-constexpr int kDiagnoseTag = 30003;  // the handshake uses 30001 and 30002
+constexpr int kDiagnoseTag = 30003;
+// Each rank's slot in the shared-memory segment, cut into one part per rank of the host: a
+// piece this size stays in the caches between being copied in, reduced and copied out.
+// 64-256 KiB measured alike at 2 ranks (docs/benchmarks.md).
+constexpr std::size_t kShmSlotBytes = 256u << 10;  // the handshake uses 30001 and 30002
 
 enum class Kind : std::uint8_t {
   allreduce,
@@ -168,6 +172,17 @@ void Communicator::check_agreement(const Op& op, Deadline deadline) {
       kKindNames);
 }
 
+ShmSegment& Communicator::host_segment(AlgoContext& ctx) {
+  if (!shm_) {
+    std::vector<int> local;
+    for (int r = 0; r < size(); ++r)
+      if (host_of_[r] == host_of_[rank()]) local.push_back(r);
+    AlgoContext group = ctx.group(std::move(local));
+    shm_ = ShmSegment::create(group, kShmSlotBytes / group.size());
+  }
+  return *shm_;
+}
+
 void Communicator::execute(Op& op) {
   const Deadline deadline = Deadline::after(options_.timeout);
   if (options_.check_collectives) check_agreement(op, deadline);
@@ -186,7 +201,11 @@ void Communicator::execute(Op& op) {
         case Algorithm::halving_doubling: halving_doubling_allreduce(ctx, op.out, red); break;
         case Algorithm::tree: tree_allreduce(ctx, op.out, red); break;
         case Algorithm::hierarchical:
-          hierarchical_allreduce(ctx, op.out, red, host_of_, op.ring_chunk_bytes);
+          hierarchical_allreduce(ctx, op.out, red, host_of_, host_segment(ctx),
+                                 op.ring_chunk_bytes);
+          break;
+        case Algorithm::shm:
+          shm_collective(ctx, host_segment(ctx), op.out, red, ShmStep::allreduce);
           break;
         default: DML_CHECK(false, "unresolved algorithm ", algorithm_name(op.algorithm));
       }
@@ -290,11 +309,15 @@ Communicator::Op Communicator::allreduce_op(ConstBuffer in, Buffer out,
   if (op.algorithm == Algorithm::pairwise)
     throw UsageError(
         "allreduce has no algorithm 'pairwise' (valid: native, ring, hd, tree, hierarchical, "
-        "auto)");
+        "shm, auto)");
   if (op.algorithm == Algorithm::hierarchical && ranks_per_host() == 0)
     throw UsageError(
         "the hierarchical all-reduce needs the same number of ranks on every host; "
         "choose another algorithm for this placement");
+  if (op.algorithm == Algorithm::shm && ranks_per_host() != size())
+    throw UsageError(
+        "the shared-memory all-reduce needs every rank on one host; across hosts use "
+        "'hierarchical', which reduces through shared memory within each host");
   op.ring_chunk_bytes = std::max<std::size_t>(o.ring_chunk_bytes, 1);
   return op;
 }

@@ -21,6 +21,9 @@
 
 namespace distml::comm {
 
+class AlgoContext;
+class ShmSegment;
+
 class Engine;
 class CollectiveQueue;
 
@@ -126,6 +129,9 @@ class Communicator {
   Work submit(Op op);
   void run(Op& op);
   void execute(Op& op);
+  /// The shared-memory segment of this rank's host (collective over the world: every host's
+  /// ranks make theirs at once).
+  ShmSegment& host_segment(AlgoContext& ctx);
   void check_agreement(const Op& op, Deadline deadline);
   void mark_broken(const std::string& why);
   void check_usable() const;
@@ -135,6 +141,7 @@ class Communicator {
   std::unique_ptr<Engine> engine_;
   CommOptions options_;
   std::vector<int> host_of_;
+  std::unique_ptr<ShmSegment> shm_;  // this host's ranks', made by the first collective needing it
   std::unique_ptr<CollectiveQueue> queue_;
   std::atomic<std::uint64_t> next_seq_{0};
   std::uint64_t splits_ = 0;

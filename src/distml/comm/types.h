@@ -96,10 +96,11 @@ enum class Algorithm : std::uint8_t {
   tree,
   pairwise,
   hierarchical,
+  shm,
   automatic
 };
 std::string_view algorithm_name(Algorithm a);
-/// Parses "native", "ring", "hd", "tree", "pairwise", "hierarchical", "auto"; throws UsageError
+/// Parses "native", "ring", "hd", "tree", "pairwise", "hierarchical", "shm", "auto"; throws UsageError
 /// listing them.
 Algorithm parse_algorithm(std::string_view name);
 

@@ -103,7 +103,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::float_key("strategy", "first_bucket_mb", config::kPositive,
                    CONFIG_FIELD(strategy.first_bucket_mb)),
       K::choice_key("strategy", "algorithm",
-                    {"auto", "native", "ring", "hd", "tree", "hierarchical"},
+                    {"auto", "native", "ring", "hd", "tree", "hierarchical", "shm"},
                     CONFIG_FIELD(strategy.algorithm)),
       K::bool_key("strategy", "find_unused_parameters",
                   CONFIG_FIELD(strategy.find_unused_parameters)),

@@ -103,7 +103,8 @@ Verdict late_communicator(Communicator& referee) {
 Verdict mismatched_lengths(Communicator& referee) {
   Verdict all;
   const int r = referee.rank();
-  for (Algorithm a : {Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree}) {
+  for (Algorithm a :
+       {Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree, Algorithm::shm}) {
     referee.barrier();
     auto comm = fresh(short_options());
     std::vector<float> v(100 + r, 1.0f);  // small: every send completes eagerly

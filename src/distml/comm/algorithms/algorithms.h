@@ -6,6 +6,7 @@
 #include <span>
 
 #include "distml/comm/algorithms/context.h"
+#include "distml/comm/shm_segment.h"
 
 namespace distml::comm {
 
@@ -13,21 +14,21 @@ namespace distml::comm {
 /// and a piece is forwarded as soon as it is reduced. Bandwidth-optimal: 2(P-1)/P of the data.
 void ring_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op, std::size_t chunk_bytes);
 
-/// The two halves of ring_allreduce. After the first, rank r holds block (r + 1) % P (of
-/// block_range(count, P, .)) reduced over every rank, the other blocks partly reduced; the
-/// second sends each rank's block (r + 1) % P to every rank.
-void ring_reduce_scatter_in_place(AlgoContext& ctx, Buffer data, ReduceOp op,
-                                  std::size_t chunk_bytes);
-void ring_allgather_in_place(AlgoContext& ctx, Buffer data, std::size_t chunk_bytes);
-
-/// Two-level all-reduce, as Horovod's and NCCL's hierarchical modes: a ring reduce-scatter among
-/// the ranks of each host, then an all-reduce of each block across the hosts among the ranks
-/// that hold it (one per host, each block on its own ring, all at once), then a ring all-gather
-/// within each host. Across the hosts' links it sends 2 (H-1)/H of the data per host instead
-/// of the flat ring's 2 (P-1)/P per rank. `host_of[r]` is rank r's host; every host must hold
-/// the same number of ranks.
+/// Two-level all-reduce, as Horovod's and NCCL's hierarchical modes: a reduce-scatter among the
+/// ranks of each host through their shared segment `host`, then an all-reduce of each block
+/// across the hosts among the ranks that hold it (one per host, each block on its own ring, all
+/// at once), then an all-gather within each host through the segment. Across the hosts' links
+/// it sends 2 (H-1)/H of the data per host instead of the flat ring's 2 (P-1)/P per rank.
+/// `host_of[r]` is rank r's host; every host must hold the same number of ranks.
 void hierarchical_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op,
-                            std::span<const int> host_of, std::size_t chunk_bytes);
+                            std::span<const int> host_of, ShmSegment& host,
+                            std::size_t chunk_bytes);
+
+/// Shared memory among the ranks of one host (`seg`, mapped by all of them; shm_allreduce.cc):
+/// reduce_scatter leaves block_range(count, P, r) reduced at rank r, allgather sends each rank's
+/// block r to every rank, allreduce does both, piece by piece.
+enum class ShmStep { reduce_scatter, allgather, allreduce };
+void shm_collective(AlgoContext& ctx, ShmSegment& seg, Buffer data, ReduceOp op, ShmStep step);
 
 /// Rabenseifner: recursive halving reduce-scatter, recursive doubling all-gather. A world
 /// that is not a power of two first folds its extra ranks into partners, and unfolds last.

@@ -6,7 +6,8 @@
 namespace distml::comm {
 
 void hierarchical_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op,
-                            std::span<const int> host_of, std::size_t chunk_bytes) {
+                            std::span<const int> host_of, ShmSegment& host,
+                            std::size_t chunk_bytes) {
   const int me = ctx.rank();
   DML_CHECK(static_cast<int>(host_of.size()) == ctx.size(),
             "hierarchical all-reduce: ", host_of.size(), " host entries for ", ctx.size(),
@@ -28,14 +29,15 @@ void hierarchical_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op,
     across.push_back(ranks[index]);
   }
 
-  AlgoContext within = ctx.group(local);
-  ring_reduce_scatter_in_place(within, data, op, chunk_bytes);
-  const auto block = block_range(data.count, per_host, (index + 1) % per_host);
+  DML_CHECK(host.size() == per_host && host.rank() == index,
+            "hierarchical all-reduce: the host's segment is not this host's");
+  shm_collective(ctx, host, data, op, ShmStep::reduce_scatter);
+  const auto block = block_range(data.count, per_host, index);
   Buffer mine{static_cast<std::byte*>(data.data) + block.begin * dtype_size(data.dtype),
               block.size(), data.dtype};
   AlgoContext between = ctx.group(across);
   ring_allreduce(between, mine, op, chunk_bytes);
-  ring_allgather_in_place(within, data, chunk_bytes);
+  shm_collective(ctx, host, data, op, ShmStep::allgather);
 }
 
 }  // namespace distml::comm

@@ -1,8 +1,7 @@
 // Ring all-reduce as a stream of chunks. Step s < P-1 reduces (reduce-scatter), later steps
 // copy (all-gather). Rank r sends block r at step 0; at every later step it sends exactly the
 // block it received at the step before, so each received chunk is forwarded at once and the
-// steps overlap instead of running one after the other. The two halves also run on their own
-// (the hierarchical all-reduce runs another all-reduce between them).
+// steps overlap instead of running one after the other.
 #include <algorithm>
 
 #include "distml/comm/algorithms/algorithms.h"
@@ -10,16 +9,13 @@
 
 namespace distml::comm {
 
-namespace {
-
-// Steps [first, last) of the ring.
-void ring_steps(AlgoContext& ctx, Buffer data, ReduceOp op, std::size_t chunk_bytes, int first,
-                int last) {
+void ring_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op, std::size_t chunk_bytes) {
   const int p = ctx.size(), r = ctx.rank();
   if (p == 1 || data.count == 0) return;
   const std::size_t es = dtype_size(data.dtype);
   const std::size_t chunk = std::max<std::size_t>(1, chunk_bytes / es);  // elements per chunk
   const int right = (r + 1) % p, left = (r + p - 1) % p;
+  const int steps = 2 * (p - 1);
   auto* base = static_cast<std::byte*>(data.data);
 
   // Rank r receives block r-s-1 (mod p) at step s, in both phases.
@@ -44,13 +40,12 @@ void ring_steps(AlgoContext& ctx, Buffer data, ReduceOp op, std::size_t chunk_by
     sends.push_back(ctx.isend(base + (blk.begin + off) * es, n * es, right, s));
   };
 
-  // The first step sends block r, a later first step the block received the step before.
-  post_recvs(first);
-  auto start = block_range(data.count, p, first == 0 ? r : recv_block(first - 1));
-  for (std::size_t off = 0; off < start.size(); off += chunk) send_chunk(start, off, first);
+  post_recvs(0);
+  auto first = block_range(data.count, p, r);
+  for (std::size_t off = 0; off < first.size(); off += chunk) send_chunk(first, off, 0);
 
-  for (int s = first; s < last; ++s) {
-    if (s + 1 < last) post_recvs(s + 1);
+  for (int s = 0; s < steps; ++s) {
+    if (s + 1 < steps) post_recvs(s + 1);
     auto blk = block_range(data.count, p, recv_block(s));
     auto& reqs = recvs[s % 2];
     for (std::size_t k = 0, off = 0; off < blk.size(); ++k, off += chunk) {
@@ -59,25 +54,10 @@ void ring_steps(AlgoContext& ctx, Buffer data, ReduceOp op, std::size_t chunk_by
         std::size_t n = std::min(chunk, blk.size() - off);
         reduce_into(base + (blk.begin + off) * es, tmp[s % 2] + off * es, n, data.dtype, op);
       }
-      if (s + 1 < last) send_chunk(blk, off, s + 1);
+      if (s + 1 < steps) send_chunk(blk, off, s + 1);
     }
   }
   ctx.wait_all(sends);
-}
-
-}  // namespace
-
-void ring_allreduce(AlgoContext& ctx, Buffer data, ReduceOp op, std::size_t chunk_bytes) {
-  ring_steps(ctx, data, op, chunk_bytes, 0, 2 * (ctx.size() - 1));
-}
-
-void ring_reduce_scatter_in_place(AlgoContext& ctx, Buffer data, ReduceOp op,
-                                  std::size_t chunk_bytes) {
-  ring_steps(ctx, data, op, chunk_bytes, 0, ctx.size() - 1);
-}
-
-void ring_allgather_in_place(AlgoContext& ctx, Buffer data, std::size_t chunk_bytes) {
-  ring_steps(ctx, data, ReduceOp::sum, chunk_bytes, ctx.size() - 1, 2 * (ctx.size() - 1));
 }
 
 }  // namespace distml::comm

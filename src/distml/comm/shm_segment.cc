@@ -1,0 +1,202 @@
+#include "distml/comm/shm_segment.h"
+
+#include <fcntl.h>
+#include <sched.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "distml/core/error.h"
+
+namespace distml::comm {
+namespace {
+
+constexpr int kNameTag = 30005;  // the handshake and the diagnosis use 30001 to 30004
+constexpr std::size_t kNameBytes = 64;
+// Per rank: the arrival counter (alone on its cache line, which the others poll), then twice
+// what it publishes for a collective.
+struct Published {
+  ShmSegment::Signature signature;
+  std::uint64_t page_offset;  // of the rank's data
+};
+constexpr std::size_t kLine = 64, kPage = 4096;
+constexpr std::size_t kRankBytes = kLine + (2 * sizeof(Published) + kLine - 1) / kLine * kLine;
+
+// Rank r's arrival counter: the number of barriers it has entered.
+std::atomic<std::uint64_t>& arrival(std::byte* base, int r) {
+  return *reinterpret_cast<std::atomic<std::uint64_t>*>(base + r * kRankBytes);
+}
+
+Published* published(std::byte* base, int r) {
+  return reinterpret_cast<Published*>(base + r * kRankBytes + kLine);
+}
+
+// The offset within a page farthest (on the circle of 4096) from every one of `offsets`.
+std::size_t farthest_offset(const std::vector<std::size_t>& offsets) {
+  std::size_t best = 0, best_distance = 0;
+  for (std::size_t s = 0; s < kPage; s += kLine) {
+    std::size_t nearest = kPage;
+    for (std::size_t o : offsets) {
+      const std::size_t d = (s + kPage - o) % kPage;
+      nearest = std::min({nearest, d, kPage - d});
+    }
+    if (nearest > best_distance) best = s, best_distance = nearest;
+  }
+  return best;
+}
+
+// Tells the core this is a spin loop, so that a sibling hyperthread gets the execution units.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
+std::string fresh_name() {
+  std::random_device entropy;
+  return cat("/distml-", getpid(), "-", std::hex, entropy(), entropy());
+}
+
+std::string system_error(const char* what, const std::string& name) {
+  return cat(what, " ", name, ": ", std::strerror(errno));
+}
+
+// Maps `name` (created with `bytes` if `create`); the error, if any, in `error`.
+std::byte* map(const std::string& name, std::size_t bytes, bool create, std::string& error) {
+  const int fd = shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+  if (fd < 0) {
+    error = system_error("shm_open", name);
+    return nullptr;
+  }
+  void* base = MAP_FAILED;
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0)
+    error = system_error("ftruncate", name);
+  else if ((base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
+    error = system_error("mmap", name);
+  close(fd);
+  return base == MAP_FAILED ? nullptr : static_cast<std::byte*>(base);
+}
+
+}  // namespace
+
+ShmSegment::ShmSegment(std::byte* base, std::size_t bytes, int rank, int size,
+                       std::size_t part_bytes)
+    : base_(base), bytes_(bytes), rank_(rank), size_(size), part_bytes_(part_bytes) {}
+
+ShmSegment::~ShmSegment() { munmap(base_, bytes_); }
+
+std::size_t ShmSegment::header_bytes() const {
+  return (static_cast<std::size_t>(size_) * kRankBytes + kPage - 1) / kPage * kPage;
+}
+
+std::byte* ShmSegment::part(int buffer, int r, int j, std::size_t shift) const {
+  const std::size_t stride = part_bytes_ + kPage;
+  const std::size_t slot = static_cast<std::size_t>(buffer) * size_ + r;
+  return base_ + header_bytes() + (slot * size_ + j) * stride + shift;
+}
+
+// The first rank sends the name, or an empty one and then its error; after mapping, every
+// other rank reports back (empty: mapped), and the first unlinks the name.
+std::unique_ptr<ShmSegment> ShmSegment::create(AlgoContext& group, std::size_t part_bytes) {
+  const int me = group.rank(), size = group.size();
+  part_bytes = std::max<std::size_t>((part_bytes + kPage - 1) / kPage, 1) * kPage;
+  ShmSegment shape(nullptr, 0, me, size, part_bytes);
+  const std::size_t bytes = shape.header_bytes() + 2 * size * size * (part_bytes + kPage);
+  std::string name, error;
+  std::byte* base = nullptr;
+  char message[kNameBytes + 192] = {};
+  if (me == 0) {
+    name = fresh_name();
+    base = map(name, bytes, /*create=*/true, error);
+    std::snprintf(message, sizeof message, "%s", base ? name.c_str() : cat("!", error).c_str());
+    std::vector<RequestPtr> sends;
+    for (int r = 1; r < size; ++r) sends.push_back(group.isend(message, sizeof message, r, kNameTag));
+    group.wait_all(sends);
+    std::string first_error = error;
+    for (int r = 1; r < size; ++r) {
+      char reply[sizeof message] = {};
+      auto request = group.irecv(reply, sizeof reply, r, kNameTag);
+      group.wait(request);
+      if (first_error.empty() && reply[0]) first_error = cat("rank ", r, ": ", reply);
+    }
+    if (base) shm_unlink(name.c_str());
+    error = first_error;
+  } else {
+    auto request = group.irecv(message, sizeof message, 0, kNameTag);
+    group.wait(request);
+    if (message[0] == '!') {
+      error = message + 1;
+    } else {
+      name = message;
+      base = map(name, bytes, /*create=*/false, error);
+    }
+    char reply[sizeof message] = {};
+    std::snprintf(reply, sizeof reply, "%s", error.c_str());
+    auto sent = group.isend(reply, sizeof reply, 0, kNameTag);
+    group.wait(sent);
+  }
+  if (!error.empty()) {
+    if (base) munmap(base, bytes);
+    throw CommError(cat(group.what(), ": no shared-memory segment of ", bytes,
+                        " bytes for the ranks of this host: ", error));
+  }
+  return std::unique_ptr<ShmSegment>(new ShmSegment(base, bytes, me, size, part_bytes));
+}
+
+// The barrier's release/acquire makes what each rank published visible to the others.
+std::size_t ShmSegment::agree(const AlgoContext& ctx, const Signature& signature,
+                              const void* data) {
+  const std::uint64_t turn = agreements_++ % 2;
+  published(base_, rank_)[turn] = {signature, reinterpret_cast<std::uintptr_t>(data) % kPage};
+  barrier(ctx);
+  bool same = true;
+  std::vector<std::size_t> offsets;
+  for (int r = 0; r < size_; ++r) {
+    same = same && published(base_, r)[turn].signature == signature;
+    offsets.push_back(published(base_, r)[turn].page_offset);
+  }
+  if (same) return farthest_offset(offsets);
+  std::string each;
+  for (int r = 0; r < size_; ++r) {
+    const Signature& s = published(base_, r)[turn].signature;
+    each += cat(r ? "; " : "", "rank ", r, ": ", s[0], " elements, dtype ", s[1], ", op ", s[2],
+                ", step ", s[3]);
+  }
+  throw CommError(cat(ctx.what(), ": the ranks of this host disagree on the collective (", each,
+                      ")"));
+}
+
+void ShmSegment::barrier(const AlgoContext& ctx) {
+  const std::uint64_t epoch = ++barriers_;
+  arrival(base_, rank_).store(epoch, std::memory_order_release);
+  for (std::uint64_t spins = 0;; ++spins) {
+    int missing = 0;
+    for (int r = 0; r < size_; ++r)
+      missing += arrival(base_, r).load(std::memory_order_acquire) < epoch;
+    if (missing == 0) return;
+    if (spins < 256) {  // the others are usually a copy away
+      cpu_relax();
+      continue;
+    }
+    sched_yield();  // ranks may outnumber cores
+    if (spins % 1024 == 0 && ctx.deadline().passed()) {
+      std::string ranks;
+      for (int r = 0; r < size_; ++r)
+        if (arrival(base_, r).load(std::memory_order_acquire) < epoch)
+          ranks += cat(ranks.empty() ? "" : ", ", r);
+      throw TimeoutError(cat(ctx.what(), ": timed out in a shared-memory barrier waiting for ",
+                             "ranks ", ranks, " of this host"));
+    }
+  }
+}
+
+}  // namespace distml::comm
