@@ -21,6 +21,16 @@ TEST(AutoPolicy, GlooUsesTheTreeUpTo16MiB) {
   EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 64u << 20), Algorithm::native);
 }
 
+TEST(AutoPolicy, AcrossHostsLargeMessagesGoHierarchical) {
+  EXPECT_EQ(auto_allreduce_algorithm("mpi", 4, 64u << 20, 2, 2), Algorithm::hierarchical);
+  EXPECT_EQ(auto_allreduce_algorithm("mpi", 4, 4u << 20, 2, 2), Algorithm::native);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 4, 16u << 20, 2, 2), Algorithm::hierarchical);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 4, 64u << 10, 2, 2), Algorithm::tree);
+  // One rank per host has nothing to reduce within a host; unequal hosts cannot run it.
+  EXPECT_EQ(auto_allreduce_algorithm("mpi", 2, 64u << 20, 2, 1), Algorithm::halving_doubling);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 16u << 20, 2, 0), Algorithm::tree);
+}
+
 TEST(AutoPolicy, LocalUsesTheTreeForSmallMessages) {
   EXPECT_EQ(auto_allreduce_algorithm("local", 4, 1024), Algorithm::tree);
   EXPECT_EQ(auto_allreduce_algorithm("local", 4, 1u << 20), Algorithm::native);

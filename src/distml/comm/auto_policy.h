@@ -9,6 +9,9 @@
 
 namespace distml::comm {
 
-Algorithm auto_allreduce_algorithm(std::string_view engine, int world_size, std::size_t bytes);
+/// `hosts` and `ranks_per_host` as the start-up handshake found them (ranks_per_host 0: hosts
+/// hold different numbers of ranks).
+Algorithm auto_allreduce_algorithm(std::string_view engine, int world_size, std::size_t bytes,
+                                   int hosts = 1, int ranks_per_host = 0);
 
 }  // namespace distml::comm

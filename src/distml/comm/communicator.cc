@@ -159,7 +159,9 @@ Algorithm resolve(Kind kind, Algorithm a) {
 }  // namespace
 
 Algorithm Communicator::choose_algorithm(std::size_t bytes) const {
-  return auto_allreduce_algorithm(engine_->name(), size(), bytes);
+  const int per_host = ranks_per_host();
+  const int hosts = *std::max_element(host_of_.begin(), host_of_.end()) + 1;
+  return auto_allreduce_algorithm(engine_->name(), size(), bytes, hosts, per_host);
 }
 
 void Communicator::check_agreement(const Op& op, Deadline deadline) {

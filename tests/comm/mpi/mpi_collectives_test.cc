@@ -25,11 +25,12 @@ TEST(MpiCollectives, MatchSerialReferenceForEveryAlgorithmDtypeOpAndCount) {
   auto comm = connect_world();
   EXPECT_EQ(comm->engine_name(), "mpi");
   // hierarchical: one host under plain mpirun; 2 hosts x 2 ranks in the netns cluster test.
-  // shm: the ranks are processes here, so the segment is really shared between them.
-  report(run_collective_grid(*comm,
-                             {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling,
-                              Algorithm::tree, Algorithm::hierarchical, Algorithm::shm},
-                             standard_counts()));
+  // shm (one host only): the ranks are processes, so the segment is really shared.
+  std::vector<Algorithm> algorithms = {Algorithm::native, Algorithm::ring,
+                                       Algorithm::halving_doubling, Algorithm::tree,
+                                       Algorithm::hierarchical, Algorithm::automatic};
+  if (comm->ranks_per_host() == comm->size()) algorithms.push_back(Algorithm::shm);
+  report(run_collective_grid(*comm, algorithms, standard_counts()));
 }
 
 // Lowered limits send everything beyond 1000 elements (or bytes, for point-to-point) through
