@@ -1,7 +1,6 @@
 // Every collective and algorithm on the in-process engine, world sizes 1-8, against the
 // serial reference in tests/support.
 #include <gtest/gtest.h>
-
 #include <unistd.h>
 
 #include <filesystem>
@@ -23,11 +22,10 @@ TEST_P(LocalCollectives, MatchSerialReferenceForEveryAlgorithmDtypeOpAndCount) {
   std::mutex mutex;
   std::vector<std::string> failures;
   run_ranks(world, {}, [&](Communicator& comm) {
-    auto mine = run_collective_grid(
-        comm,
-        {Algorithm::native, Algorithm::ring, Algorithm::halving_doubling, Algorithm::tree,
-         Algorithm::shm},
-        standard_counts());
+    auto mine = run_collective_grid(comm,
+                                    {Algorithm::native, Algorithm::ring,
+                                     Algorithm::halving_doubling, Algorithm::tree, Algorithm::shm},
+                                    standard_counts());
     std::lock_guard lock(mutex);
     failures.insert(failures.end(), mine.begin(), mine.end());
   });

@@ -242,7 +242,8 @@ TEST(Compress, PowerSgdIsExactOnMatricesOfItsRank) {
 TEST(Compress, APackedPushUnpacksToWhatTheWorkerSent) {
   const std::int64_t rows = 24, cols = 10;
   const BucketLayout layout{{0, rows * cols}, {{rows, cols}, {cols}}, rows * cols + cols};
-  for (const char* name : {"fp16", "bf16", "topk", "randomk", "qsgd", "natural", "sign", "powersgd"})
+  for (const char* name :
+       {"fp16", "bf16", "topk", "randomk", "qsgd", "natural", "sign", "powersgd"})
     for (bool error_feedback : {false, true}) {
       auto o = options(name, error_feedback);
       o.ratio = 0.1;
@@ -370,9 +371,12 @@ TEST(Compress, ACompressedRunResumesExactly) {
   torch::set_num_threads(1);
   const int k = 3;
   auto data = testing::synthetic_images(96);
-  for (auto [strategy, name] :
-       {std::pair{"allreduce", "powersgd"}, {"allreduce", "topk"}, {"local_sgd", "topk"},
-        {"post_local_sgd", "powersgd"}, {"ps", "topk"}, {"ps", "powersgd"}}) {
+  for (auto [strategy, name] : {std::pair{"allreduce", "powersgd"},
+                                {"allreduce", "topk"},
+                                {"local_sgd", "topk"},
+                                {"post_local_sgd", "powersgd"},
+                                {"ps", "topk"},
+                                {"ps", "powersgd"}}) {
     data::testing::TempDir dir;
     auto config = testing::config_for("lenet5", "sgd", 8, 2 * k);
     config.train.dtype = "float32";

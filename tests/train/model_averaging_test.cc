@@ -302,7 +302,8 @@ TEST_P(PostLocalSgdStrategyTest, WarmupIsSynchronousSgdThenLocalSgd) {
 
   auto got = collect(world, [&](comm::Communicator& comm) {
     PostLocalSgdStrategy strategy(
-        comm, {.warmup_steps = warmup, .allreduce = {}, .local = {.period = period}, .compress = {}});
+        comm,
+        {.warmup_steps = warmup, .allreduce = {}, .local = {.period = period}, .compress = {}});
     return run_strategy(strategy, init, data, comm, steps);
   });
   Worst worst;

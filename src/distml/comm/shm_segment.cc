@@ -19,7 +19,6 @@ namespace distml::comm {
 namespace {
 
 constexpr int kNameTag = 30005;  // the handshake and the diagnosis use 30001 to 30004
-constexpr std::size_t kNameBytes = 64;
 // Per rank: the arrival counter (alone on its cache line, which the others poll), then twice
 // what it publishes for a collective.
 struct Published {
@@ -78,8 +77,9 @@ std::byte* map(const std::string& name, std::size_t bytes, bool create, std::str
     return nullptr;
   }
   void* base = MAP_FAILED;
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0)
-    error = system_error("ftruncate", name);
+  // Allocated now, not at first touch: a full /dev/shm is an error here, not a SIGBUS later.
+  if (create && (errno = posix_fallocate(fd, 0, static_cast<off_t>(bytes))) != 0)
+    error = system_error("posix_fallocate", name);
   else if ((base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)) == MAP_FAILED)
     error = system_error("mmap", name);
   close(fd);
@@ -94,55 +94,60 @@ ShmSegment::ShmSegment(std::byte* base, std::size_t bytes, int rank, int size,
 
 ShmSegment::~ShmSegment() { munmap(base_, bytes_); }
 
-std::size_t ShmSegment::header_bytes() const {
-  return (static_cast<std::size_t>(size_) * kRankBytes + kPage - 1) / kPage * kPage;
+std::size_t ShmSegment::header_bytes(int size) {
+  return (static_cast<std::size_t>(size) * kRankBytes + kPage - 1) / kPage * kPage;
 }
 
 std::byte* ShmSegment::part(int buffer, int r, int j, std::size_t shift) const {
   const std::size_t stride = part_bytes_ + kPage;
   const std::size_t slot = static_cast<std::size_t>(buffer) * size_ + r;
-  return base_ + header_bytes() + (slot * size_ + j) * stride + shift;
+  return base_ + header_bytes(size_) + (slot * size_ + j) * stride + shift;
 }
 
-// The first rank sends the name, or an empty one and then its error; after mapping, every
-// other rank reports back (empty: mapped), and the first unlinks the name.
+// Three rounds over point-to-point: the first rank sends the name (or "!" and why it could not
+// create it), every other rank answers with its error (empty: mapped), and the first rank,
+// having unlinked the name, sends every rank the verdict, so that all fail or none does.
 std::unique_ptr<ShmSegment> ShmSegment::create(AlgoContext& group, std::size_t part_bytes) {
   const int me = group.rank(), size = group.size();
   part_bytes = std::max<std::size_t>((part_bytes + kPage - 1) / kPage, 1) * kPage;
-  ShmSegment shape(nullptr, 0, me, size, part_bytes);
-  const std::size_t bytes = shape.header_bytes() + 2 * size * size * (part_bytes + kPage);
-  std::string name, error;
+  const std::size_t bytes = header_bytes(size) + 2 * size * size * (part_bytes + kPage);
+  using Message = std::array<char, 256>;
+  auto send = [&](const Message& m, int to) {
+    auto request = group.isend(m.data(), m.size(), to, kNameTag);
+    group.wait(request);
+  };
+  auto receive = [&](int from) {
+    Message m{};
+    auto request = group.irecv(m.data(), m.size(), from, kNameTag);
+    group.wait(request);
+    m.back() = '\0';
+    return m;
+  };
+  auto message = [](const std::string& text) {
+    Message m{};
+    std::snprintf(m.data(), m.size(), "%s", text.c_str());
+    return m;
+  };
+  std::string error;
   std::byte* base = nullptr;
-  char message[kNameBytes + 192] = {};
   if (me == 0) {
-    name = fresh_name();
+    const std::string name = fresh_name();
     base = map(name, bytes, /*create=*/true, error);
-    std::snprintf(message, sizeof message, "%s", base ? name.c_str() : cat("!", error).c_str());
-    std::vector<RequestPtr> sends;
-    for (int r = 1; r < size; ++r) sends.push_back(group.isend(message, sizeof message, r, kNameTag));
-    group.wait_all(sends);
-    std::string first_error = error;
+    for (int r = 1; r < size; ++r) send(message(base ? name : "!" + error), r);
     for (int r = 1; r < size; ++r) {
-      char reply[sizeof message] = {};
-      auto request = group.irecv(reply, sizeof reply, r, kNameTag);
-      group.wait(request);
-      if (first_error.empty() && reply[0]) first_error = cat("rank ", r, ": ", reply);
+      const Message reply = receive(r);
+      if (error.empty() && reply[0]) error = cat("rank ", r, ": ", reply.data());
     }
     if (base) shm_unlink(name.c_str());
-    error = first_error;
+    for (int r = 1; r < size; ++r) send(message(error), r);
   } else {
-    auto request = group.irecv(message, sizeof message, 0, kNameTag);
-    group.wait(request);
-    if (message[0] == '!') {
-      error = message + 1;
-    } else {
-      name = message;
-      base = map(name, bytes, /*create=*/false, error);
-    }
-    char reply[sizeof message] = {};
-    std::snprintf(reply, sizeof reply, "%s", error.c_str());
-    auto sent = group.isend(reply, sizeof reply, 0, kNameTag);
-    group.wait(sent);
+    const Message name = receive(0);
+    if (name[0] == '!')
+      error = name.data() + 1;
+    else
+      base = map(name.data(), bytes, /*create=*/false, error);
+    send(message(error), 0);
+    error = receive(0).data();
   }
   if (!error.empty()) {
     if (base) munmap(base, bytes);
@@ -171,8 +176,8 @@ std::size_t ShmSegment::agree(const AlgoContext& ctx, const Signature& signature
     each += cat(r ? "; " : "", "rank ", r, ": ", s[0], " elements, dtype ", s[1], ", op ", s[2],
                 ", step ", s[3]);
   }
-  throw CommError(cat(ctx.what(), ": the ranks of this host disagree on the collective (", each,
-                      ")"));
+  throw CommError(
+      cat(ctx.what(), ": the ranks of this host disagree on the collective (", each, ")"));
 }
 
 void ShmSegment::barrier(const AlgoContext& ctx) {

@@ -45,9 +45,8 @@ class ShmSegment {
   /// A barrier that also compares every rank's `signature` (CommError on every rank, naming each
   /// rank's, where they differ) and returns the same offset within a page on every rank: the
   /// one farthest from where every rank's `data` starts in its page. Parts placed at it (plus
-  /// their data's offset) are then never 4K-aliased to the data they are copied from or into:
-  /// a load whose address matches an earlier store's in the low 12 bits waits for that store,
-  /// which made a copy 3x slower whenever a user's buffer happened to start just after a page.
+  /// their data's offset) are not 4K-aliased to the data they are copied from or into (a load
+  /// whose address matches an earlier store's in the low 12 bits waits for that store).
   std::size_t agree(const AlgoContext& ctx, const Signature& signature, const void* data);
 
   /// Returns once every rank of the group has called it as often. Spins briefly, then yields;
@@ -56,7 +55,7 @@ class ShmSegment {
 
  private:
   ShmSegment(std::byte* base, std::size_t bytes, int rank, int size, std::size_t part_bytes);
-  std::size_t header_bytes() const;
+  static std::size_t header_bytes(int size);
 
   std::byte* base_;
   std::size_t bytes_;

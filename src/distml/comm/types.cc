@@ -21,8 +21,8 @@ constexpr std::array<std::string_view, 7> kDTypeNames = {"f32", "f64", "f16", "b
                                                          "i32", "i64", "u8"};
 constexpr std::array<std::size_t, 7> kDTypeSizes = {4, 8, 2, 2, 4, 8, 1};
 constexpr std::array<std::string_view, 5> kOpNames = {"sum", "avg", "min", "max", "prod"};
-constexpr std::array<std::string_view, 8> kAlgoNames = {
-    "native", "ring", "hd", "tree", "pairwise", "hierarchical", "shm", "auto"};
+constexpr std::array<std::string_view, 8> kAlgoNames = {"native",   "ring",         "hd",  "tree",
+                                                        "pairwise", "hierarchical", "shm", "auto"};
 
 }  // namespace
 

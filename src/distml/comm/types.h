@@ -100,8 +100,8 @@ enum class Algorithm : std::uint8_t {
   automatic
 };
 std::string_view algorithm_name(Algorithm a);
-/// Parses "native", "ring", "hd", "tree", "pairwise", "hierarchical", "shm", "auto"; throws UsageError
-/// listing them.
+/// Parses "native", "ring", "hd", "tree", "pairwise", "hierarchical", "shm", "auto"; throws
+/// UsageError listing them.
 Algorithm parse_algorithm(std::string_view name);
 
 }  // namespace distml::comm

@@ -26,9 +26,9 @@ TEST(MpiCollectives, MatchSerialReferenceForEveryAlgorithmDtypeOpAndCount) {
   EXPECT_EQ(comm->engine_name(), "mpi");
   // hierarchical: one host under plain mpirun; 2 hosts x 2 ranks in the netns cluster test.
   // shm (one host only): the ranks are processes, so the segment is really shared.
-  std::vector<Algorithm> algorithms = {Algorithm::native, Algorithm::ring,
+  std::vector<Algorithm> algorithms = {Algorithm::native,           Algorithm::ring,
                                        Algorithm::halving_doubling, Algorithm::tree,
-                                       Algorithm::hierarchical, Algorithm::automatic};
+                                       Algorithm::hierarchical,     Algorithm::automatic};
   if (comm->ranks_per_host() == comm->size()) algorithms.push_back(Algorithm::shm);
   report(run_collective_grid(*comm, algorithms, standard_counts()));
 }

@@ -26,8 +26,8 @@ void shm_collective(AlgoContext& ctx, ShmSegment& seg, Buffer data, ReduceOp op,
   const std::size_t largest = block_range(data.count, ranks, 0).size();
   const std::size_t shift =
       seg.agree(ctx,
-                {data.count, static_cast<std::uint64_t>(data.dtype),
-                 static_cast<std::uint64_t>(op), static_cast<std::uint64_t>(step)},
+                {data.count, static_cast<std::uint64_t>(data.dtype), static_cast<std::uint64_t>(op),
+                 static_cast<std::uint64_t>(step)},
                 data.data);
   // Part j of piece t: where it lies in the data, how many elements it has, and where in a
   // slot (its offset in a page follows the data's, `shift` bytes on).

@@ -31,8 +31,7 @@ class ErrorFeedback final : public Compressor {
     return r;
   }
 
-  Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,
-              int rank) override {
+  Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step, int rank) override {
     torch::Tensor& residual = residual_of(bucket);
     const torch::Tensor input = residual.defined() ? grad + residual : grad;
     Packed p = inner_->pack(input, bucket, step, rank);
@@ -139,8 +138,9 @@ Packed PayloadCompressor::pack(const torch::Tensor& grad, std::size_t bucket, st
                                int rank) {
   const std::uint64_t seed = rng_seed(bucket, step, rank);
   const Payload payload = encode(grad, seed);
-  Packed p{torch::empty({static_cast<std::int64_t>(sizeof seed + bytes_of(payload))}, torch::kUInt8),
-           decode(payload, grad.numel(), seed)};
+  Packed p{
+      torch::empty({static_cast<std::int64_t>(sizeof seed + bytes_of(payload))}, torch::kUInt8),
+      decode(payload, grad.numel(), seed)};
   auto* out = p.bytes.data_ptr<std::uint8_t>();
   std::memcpy(out, &seed, sizeof seed);
   out += sizeof seed;

@@ -8,8 +8,8 @@
 // Either way reduce() returns the approximate average and what this rank's part of it was
 // ("sent"). A parameter server instead receives each worker's payload alone: pack() is the
 // worker's side (bytes of a size fixed per bucket, so that the server can post its receive),
-// unpack() the server's; error feedback (Seide et al. 2014, Karimireddy et al. 2019) keeps input - sent per
-// bucket and adds it to the next step's gradient, so nothing is lost, only delayed.
+// unpack() the server's; error feedback (Seide et al. 2014, Karimireddy et al. 2019) keeps input -
+// sent per bucket and adds it to the next step's gradient, so nothing is lost, only delayed.
 //
 // Randomness (QSGD, natural compression, random-k) is drawn from (seed, bucket, step, rank), so
 // a run resumed from a checkpoint draws what the uninterrupted run drew.
@@ -84,8 +84,7 @@ class PayloadCompressor : public Compressor {
                  comm::Communicator& comm) final;
   /// The bytes are the rng seed (8) and then each payload tensor's, in order.
   Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step, int rank) final;
-  torch::Tensor unpack(const torch::Tensor& bytes, std::size_t bucket,
-                       std::int64_t elements) final;
+  torch::Tensor unpack(const torch::Tensor& bytes, std::size_t bucket, std::int64_t elements) final;
   std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) final;
 
  protected:

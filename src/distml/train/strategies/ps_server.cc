@@ -80,8 +80,8 @@ void Server::repost(Peer& w) {
   if (mine_.empty()) return;  // nothing to serve: a worker sends this server no steps
   w.header_work = world_.irecv(comm::Buffer{w.header, 2, comm::DType::f64}, w.rank, kStepTag);
   for (std::size_t i = 0; i < mine_.size(); ++i)
-    w.grad_work[i] = world_.irecv(buffer_of(unpacker_ ? w.packed[i] : w.grads[i]), w.rank,
-                                  push_tag(mine_[i]));
+    w.grad_work[i] =
+        world_.irecv(buffer_of(unpacker_ ? w.packed[i] : w.grads[i]), w.rank, push_tag(mine_[i]));
 }
 
 // Collects what has arrived from `w`; true if anything did.
@@ -91,7 +91,8 @@ bool Server::poll(Peer& w) {
     for (std::size_t i = 0; i < mine_.size(); ++i)
       if (!w.arrived[i] && w.grad_work[i].test()) {
         w.grad_work[i].wait();  // rethrows a failed receive
-        if (unpacker_) w.grads[i].copy_(unpacker_->unpack(w.packed[i], mine_[i], w.grads[i].numel()));
+        if (unpacker_)
+          w.grads[i].copy_(unpacker_->unpack(w.packed[i], mine_[i], w.grads[i].numel()));
         w.arrived[i] = 1;
         progress = true;
       }

@@ -65,7 +65,7 @@ class Server {
   const Layout& layout_;
   ServerOptions options_;
   compress::Compressor* unpacker_;  // decodes compressed pushes; null: they come as they are
-  std::vector<std::size_t> mine_;                   // my buckets
+  std::vector<std::size_t> mine_;   // my buckets
   std::vector<std::vector<torch::Tensor>> params_;  // per bucket of mine, its parameters
   std::unique_ptr<torch::optim::Optimizer> optimizer_;
   std::vector<std::unique_ptr<Peer>> peers_;  // one per worker

@@ -100,11 +100,11 @@ class PsStrategy final : public Strategy {
   std::unique_ptr<comm::Communicator> workers_;  // null on a server
   std::unique_ptr<ps::Server> server_;           // on a server only (after setup)
   std::vector<torch::Tensor> params_;            // every trainable parameter, in order
-  std::string saved_state_;                      // from a checkpoint: compressor, servers (worker 0)
-  std::unique_ptr<GradientBuckets> buckets_;     // on a worker only (after setup)
+  std::string saved_state_;                   // from a checkpoint: compressor, servers (worker 0)
+  std::unique_ptr<GradientBuckets> buckets_;  // on a worker only (after setup)
   std::unique_ptr<compress::Compressor> compressor_;  // pack on a worker, unpack on a server
-  std::vector<Exchange> exchanges_;              // per bucket
-  std::vector<std::array<double, 2>> headers_;   // per server: the step header in flight
+  std::vector<Exchange> exchanges_;                   // per bucket
+  std::vector<std::array<double, 2>> headers_;        // per server: the step header in flight
   std::vector<comm::Work> header_work_;
   double control_ = 0;
   std::int64_t clock_ = 0;
