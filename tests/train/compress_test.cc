@@ -56,8 +56,9 @@ std::vector<Reduced> reduce_on(int world, const CompressOptions& o, const Bucket
 }
 
 // The mean of `draws` reductions of one gradient (one rank, a new draw each step) stays within
-// 6 standard deviations of it per element. For QSGD with s levels an element is norm / s times
-// a Bernoulli variable, so its standard deviation is at most norm / (2 s); for natural
+// 6 standard deviations of it per element. For QSGD with s levels an element is its block's
+// norm / s times a Bernoulli variable, so its standard deviation is at most norm / (2 s), with
+// the whole vector's norm an upper bound of the block's; for natural
 // compression |g| lies in [2^e, 2^(e+1)) and is rounded to one of the two, so at most
 // 2^e / 2 <= |g| / 2. Over 1000 elements a normal deviation beyond 6 sigma has probability
 // about 2e-6; a biased rounding (always down) misses by a quarter of the spacing on average.
@@ -80,6 +81,20 @@ void expect_unbiased(const std::string& name, const std::function<double(double,
 
 TEST(Compress, QsgdIsUnbiased) {
   expect_unbiased("qsgd", [](double, double norm) { return norm / (2 * 16); });
+}
+
+// Each block of 512 has its own norm: a spike in the first block does not flatten the second
+// to zeros. With the second block's norm (~sqrt(512) = 22.6) and s = 16, an element |g| rounds
+// up to a non-zero level with probability 16 |g| / 22.6, ~0.56 on average: ~290 of 512 (sd
+// ~11); scaled by one norm for the whole vector (~1e4) fewer than one would be non-zero.
+TEST(Compress, QsgdScalesEachBlockByItsOwnNorm) {
+  auto g = seeded_randn(1024, 4);
+  g[0] = 1e4;
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
+    auto c = make_compressor(options("qsgd"), {flat_layout(1024)});
+    const auto second = c->reduce(g, 0, 1, comm).average.slice(0, 512, 1024);
+    EXPECT_GT(second.ne(0).sum().item<std::int64_t>(), 200);
+  });
 }
 
 TEST(Compress, NaturalCompressionIsUnbiased) {

@@ -25,7 +25,8 @@ std::unique_ptr<Compressor> make_top_k(std::uint64_t seed, double ratio);
 std::unique_ptr<Compressor> make_random_k(std::uint64_t seed, double ratio);
 
 // quantize.cc: unbiased stochastic quantisers, one byte per element, gathered.
-// QSGD (Alistarh et al. 2017): ||g|| sign(g_i) l_i / s, l_i rounded up or down at random.
+// QSGD (Alistarh et al. 2017): ||g_b|| sign(g_i) l_i / s per block b of 512, l_i rounded up or
+// down at random.
 std::unique_ptr<Compressor> make_qsgd(std::uint64_t seed, int levels);
 // Natural compression (Horvath et al. 2019): |g_i| rounded at random to one of the two powers
 // of two around it.
