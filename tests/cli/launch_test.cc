@@ -36,8 +36,11 @@ TEST(MpirunCommand, PassesRootVariablesAndHosts) {
   EXPECT_TRUE(has(argv, "OMPI_ALLOW_RUN_AS_ROOT"));
   EXPECT_TRUE(has(argv, "h1:2,h2:2"));
   EXPECT_FALSE(has(argv, "--oversubscribe"));  // 4 slots for 4 ranks
+  EXPECT_TRUE(has(argv, "btl_tcp_eager_limit"));  // chunks go eagerly across hosts
   o.np = 5;
   EXPECT_TRUE(has(mpirun_command(o, 1, true), "--oversubscribe"));
+  o.hosts.clear();
+  EXPECT_FALSE(has(mpirun_command(o, 1, true), "btl_tcp_eager_limit"));  // one host: no TCP
 }
 
 TEST(BenchReport, BusBandwidthFactorsFollowNcclTests) {

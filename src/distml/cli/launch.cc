@@ -307,6 +307,13 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
     argv.insert(argv.end(), {"--hostfile", o.hostfile});
     slots = 0;  // unknown: let mpirun decide, but never starve
   }
+  // Across hosts the ring and hierarchical all-reduces send 256 KiB chunks over Open MPI's TCP
+  // transport. Above its eager limit (64 KiB) each chunk waits for the receiver's
+  // acknowledgement, which on a link busy in both directions queues behind the data: an 8 MiB
+  // ring all-reduce over 100 Mbit/s took 1.06 s, and 0.72 s (MPI_Allreduce 0.71 s, link bound
+  // 0.67 s) with the chunks sent eagerly. A value the user set in the environment wins.
+  if ((!o.hosts.empty() || !o.hostfile.empty()) && !std::getenv("OMPI_MCA_btl_tcp_eager_limit"))
+    argv.insert(argv.end(), {"--mca", "btl_tcp_eager_limit", "524288"});
   if (slots == 0 || o.np > slots)
     argv.insert(argv.end(), {"--oversubscribe", "--mca", "mpi_yield_when_idle", "1"});
   if (as_root)
