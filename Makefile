@@ -37,14 +37,15 @@ test-kernels: build
 
 # Collectives against raw MPI, training speed against PyTorch DDP, accuracy targets, classical
 # ML against scikit-learn (speed, and accuracy with every seed), the strategy comparison, the
-# user's own models (TorchScript, .npz), the deep RL targets, gradient compression (its link
-# part makes network namespaces: root) (~2 h).
+# user's own models (TorchScript, .npz), the sparse/dense hybrid, the deep RL targets, gradient
+# compression (its link part makes network namespaces: root) (~2 h).
 bench: build data
 	bash bench/collectives.sh
 	bash bench/train_speed.sh
 	bash bench/train_accuracy.sh
 	bash bench/strategies.sh
 	bash bench/user_models.sh
+	bash bench/hybrid.sh
 	bash bench/pipeline.sh
 	bash bench/plan.sh
 	bash bench/rl.sh

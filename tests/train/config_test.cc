@@ -198,13 +198,13 @@ TEST(Config, NamesMustBeOneOfTheKnownChoices) {
             "x.toml: key 'optim.schedule' must be one of constant, step, cosine, got \"linear\"");
   EXPECT_EQ(config_error("[strategy]\nname = \"hogwild\"\n"),
             "x.toml: key 'strategy.name' must be one of allreduce, ps, local_sgd, post_local_sgd, "
-            "easgd, gossip, zero, got \"hogwild\"");
+            "easgd, gossip, zero, hybrid, got \"hogwild\"");
   EXPECT_EQ(config_error("[strategy]\ntopology = \"torus\"\n"),
             "x.toml: key 'strategy.topology' must be one of ring, exponential, complete, got "
             "\"torus\"");
   EXPECT_EQ(config_error("[strategy]\nalgorithm = \"butterfly\"\n"),
             "x.toml: key 'strategy.algorithm' must be one of auto, native, ring, hd, tree, "
-            "hierarchical, got \"butterfly\"");
+            "hierarchical, shm, got \"butterfly\"");
   EXPECT_EQ(config_error("[compress]\nname = \"zip\"\n"),
             "x.toml: key 'compress.name' must be one of none, fp16, bf16, topk, randomk, qsgd, "
             "natural, sign, powersgd, got \"zip\"");

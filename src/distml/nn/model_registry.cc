@@ -7,6 +7,7 @@
 
 #include "distml/core/error.h"
 #include "distml/nn/char_lstm.h"
+#include "distml/nn/fasttext.h"
 #include "distml/nn/lenet5.h"
 #include "distml/nn/mlp.h"
 #include "distml/nn/resnet20.h"
@@ -98,6 +99,7 @@ torch::OrderedDict<std::string, torch::Tensor> Model::named_buffers() const {
 }
 
 ModelTensors Model::tensors() const {
+  if (!script_) return tensors_of(*native_.ptr());
   ModelTensors t;
   for (const auto& p : named_parameters()) {
     t.parameter_names.push_back(p.key());
@@ -151,8 +153,8 @@ void Model::save_script(std::ostream& out) const {
 }
 
 const std::vector<std::string>& model_names() {
-  static const std::vector<std::string> names = {"mlp", "lenet5", "resnet20", "char_lstm",
-                                                 "torchscript"};
+  static const std::vector<std::string> names = {"mlp",       "lenet5",   "resnet20",
+                                                 "char_lstm", "fasttext", "torchscript"};
   return names;
 }
 
@@ -167,6 +169,9 @@ Model make_model(const ModelOptions& options) {
     return Model(name, torch::nn::AnyModule(CharLstm(options.vocab_size, options.embedding_dim,
                                                      options.hidden_size, options.lstm_layers)));
   }
+  if (name == "fasttext")
+    return Model(name, torch::nn::AnyModule(FastText(options.vocab_size, options.embedding_dim,
+                                                     options.num_classes)));
   if (name == "torchscript") return load_torchscript(options.path);
   std::string valid;
   for (const std::string& n : model_names()) valid += (valid.empty() ? "" : ", ") + n;

@@ -26,11 +26,12 @@ namespace distml::nn {
 /// What to build. Only the fields the named model reads matter; the rest keep their defaults.
 /// Fill it with designated initialisers: `ModelOptions{.name = "lenet5"}`.
 struct ModelOptions {
-  std::string name;    // mlp, lenet5, resnet20, char_lstm, torchscript
+  std::string name;    // mlp, lenet5, resnet20, char_lstm, fasttext, torchscript
   std::string path{};  // torchscript: the file torch.jit.save wrote
   std::vector<int64_t> mlp_layers = {784, 1024, 512, 10};      // mlp: widths, input first
   int64_t in_channels = 1, image_size = 28, num_classes = 10;  // lenet5, resnet20
   int64_t vocab_size = 0, embedding_dim = 64, hidden_size = 256, lstm_layers = 1;  // char_lstm
+  // fasttext: vocab_size hash buckets of embedding_dim, num_classes outputs
 };
 
 /// A built model: a built-in torch::nn module, or a TorchScript module, behind one interface.
@@ -49,7 +50,8 @@ class Model {
   Model& operator=(const Model&);
 
   /// Image models take [B, C, H, W] or flattened [B, C*H*W] floats and return [B, classes];
-  /// char_lstm takes [B, T] int64 and returns [B, T, vocab] logits; a TorchScript model takes
+  /// char_lstm takes [B, T] int64 and returns [B, T, vocab] logits; fasttext takes [B, L] hashed
+  /// n-gram ids (0 pads) as floats or ints and returns [B, classes]; a TorchScript model takes
   /// what its forward declares.
   torch::Tensor forward(const torch::Tensor& input);
   /// A TorchScript model's forward(x, y): its own scalar loss.

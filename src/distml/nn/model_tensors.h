@@ -4,8 +4,10 @@
 #pragma once
 
 #include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
 #include <torch/types.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,14 @@ struct ModelTensors {
   std::vector<torch::Tensor> parameters;  // all of them; strategies use those requiring grad
   std::vector<std::string> buffer_names;
   std::vector<torch::Tensor> buffers;  // BatchNorm running statistics and counters
+  /// The parameters whose gradient backward makes sparse (the weight of an Embedding or
+  /// EmbeddingBag built with sparse(true)): what the hybrid strategy serves by rows.
+  std::vector<std::string> sparse_names;
+
+  bool is_sparse(const std::string& parameter_name) const {
+    return std::find(sparse_names.begin(), sparse_names.end(), parameter_name) !=
+           sparse_names.end();
+  }
 };
 
 /// The tensors of a torch::nn module (recursively, in registration order). The tensors share
@@ -29,6 +39,12 @@ inline ModelTensors tensors_of(const torch::nn::Module& module) {
   for (const auto& b : module.named_buffers()) {
     t.buffer_names.push_back(b.key());
     t.buffers.push_back(b.value());
+  }
+  for (const auto& m : module.named_modules()) {
+    const auto* embedding = m.value()->as<torch::nn::EmbeddingImpl>();
+    const auto* bag = m.value()->as<torch::nn::EmbeddingBagImpl>();
+    if ((embedding && embedding->options.sparse()) || (bag && bag->options.sparse()))
+      t.sparse_names.push_back(m.key().empty() ? "weight" : m.key() + ".weight");
   }
   return t;
 }

@@ -15,7 +15,7 @@ namespace {
 // The strategies a run can name: a new strategy is one more entry here.
 const std::vector<std::string>& strategy_names() {
   static const std::vector<std::string> names = {
-      "allreduce", "ps", "local_sgd", "post_local_sgd", "easgd", "gossip", "zero"};
+      "allreduce", "ps", "local_sgd", "post_local_sgd", "easgd", "gossip", "zero", "hybrid"};
   return names;
 }
 
@@ -57,6 +57,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::choice_key("model", "name", nn::model_names(), CONFIG_FIELD(model.name)),
       K::string_key("model", "path", CONFIG_FIELD(model.path)),
       K::int_list_key("model", "layers", 2, 1, CONFIG_FIELD(model.mlp_layers)),
+      K::int_key("model", "vocab_size", 0, CONFIG_FIELD(model.vocab_size)),
       K::int_key("model", "embedding_dim", 1, CONFIG_FIELD(model.embedding_dim)),
       K::int_key("model", "hidden_size", 1, CONFIG_FIELD(model.hidden_size)),
       K::int_key("model", "lstm_layers", 1, CONFIG_FIELD(model.lstm_layers)),
@@ -179,8 +180,9 @@ void check_pipeline(const TrainConfig& c) {
                           ", parallel.tensor = ", p.tensor, ") yet"));
   };
   const std::string& s = c.strategy.name;
-  if (s == "ps" || (s == "easgd" && c.strategy.asynchronous))
-    refuse("strategy.name", cat("strategy.name = \"", s, "\"", s == "ps" ? "" : " (asynchronous)"));
+  if (s == "ps" || s == "hybrid" || (s == "easgd" && c.strategy.asynchronous))
+    refuse("strategy.name",
+           cat("strategy.name = \"", s, "\"", s == "easgd" ? " (asynchronous)" : ""));
   if (c.train.accumulate > 1)
     refuse("train.accumulate", "train.accumulate (use parallel.micro_batches)");
   if (c.train.clip_grad_norm > 0) refuse("train.clip_grad_norm", "train.clip_grad_norm");

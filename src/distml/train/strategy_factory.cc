@@ -5,6 +5,7 @@
 #include "distml/train/strategies/easgd_async_strategy.h"
 #include "distml/train/strategies/easgd_strategy.h"
 #include "distml/train/strategies/gossip_strategy.h"
+#include "distml/train/strategies/hybrid_strategy.h"
 #include "distml/train/strategies/local_sgd_strategy.h"
 #include "distml/train/strategies/post_local_sgd_strategy.h"
 #include "distml/train/strategies/ps_strategy.h"
@@ -70,6 +71,23 @@ PsStrategyOptions ps_options(const TrainConfig& config) {
   return o;
 }
 
+// The tables' rows take plain SGD, the one update a row exchange makes exactly (see the header).
+HybridStrategyOptions hybrid_options(const TrainConfig& config) {
+  const OptimizerOptions& o = config.optim;
+  const char* key = o.name != "sgd"                   ? "optim.name"
+                    : o.momentum > 0                  ? "optim.momentum"
+                    : o.weight_decay > 0              ? "optim.weight_decay"
+                    : config.train.clip_grad_norm > 0 ? "train.clip_grad_norm"
+                                                      : nullptr;
+  if (key)
+    throw ConfigError(cat(config.origin(key), ": ", key,
+                          ": strategy hybrid updates the rows of sparse embeddings with plain SGD "
+                          "on the rows a step touched, which equals the dense update only for "
+                          "optim.name = \"sgd\" with optim.momentum = 0, optim.weight_decay = 0 "
+                          "and train.clip_grad_norm = 0; set those, or use strategy allreduce"));
+  return {.dense = allreduce_options(config.strategy)};
+}
+
 }  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm) {
@@ -98,6 +116,7 @@ std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communi
                           " needs strategy.name = allreduce, local_sgd, post_local_sgd or ps "
                           "(compression is not built for strategy ",
                           c.name, ")"));
+  if (c.name == "hybrid") return std::make_unique<HybridStrategy>(comm, hybrid_options(config));
   if (c.name == "zero") {
     return std::make_unique<ZeroStrategy>(
         comm,

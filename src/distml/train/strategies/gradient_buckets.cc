@@ -3,6 +3,15 @@
 #include "distml/core/error.h"
 
 namespace distml::train {
+namespace {
+
+// A gradient as a flat bucket holds it. A sparse one (an Embedding with sparse=true) is made
+// dense: the bucket reduces every element anyway.
+torch::Tensor dense_flat(const torch::Tensor& grad) {
+  return (grad.is_sparse() ? grad.to_dense() : grad).reshape(-1);
+}
+
+}  // namespace
 
 GradientBuckets::GradientBuckets(TrainableParameters params, const BucketPlan& plan,
                                  std::int64_t pad_to, ReadyFn on_ready, bool flags)
@@ -59,9 +68,9 @@ void GradientBuckets::on_gradient(std::size_t k, const torch::Tensor& grad) {
   auto dst = flat(index).narrow(0, buckets_[index].offsets[slot], p.numel());
   const auto& acc = p.grad();
   if (acc.defined())
-    torch::add_out(dst, acc.reshape(-1), grad.reshape(-1));
+    torch::add_out(dst, dense_flat(acc), dense_flat(grad));
   else
-    dst.copy_(grad.reshape(-1));
+    dst.copy_(dense_flat(grad));
   arrived(index, slot);
 }
 
@@ -92,7 +101,7 @@ std::string GradientBuckets::complete_unused(bool send_current) {
       const auto& p = params_.tensors[k];
       auto dst = flat(index).narrow(0, b.offsets[slot], p.numel());
       if (p.grad().defined())
-        dst.copy_(p.grad().reshape(-1));
+        dst.copy_(dense_flat(p.grad()));
       else
         dst.zero_();
       arrived(index, slot);
@@ -129,7 +138,7 @@ void GradientBuckets::copy_to_grads(std::size_t index, const torch::Tensor& valu
   for (std::size_t slot = 0; slot < b.params.size(); ++slot) {
     auto& p = params_.tensors[b.params[slot]];
     auto v = values.narrow(0, b.offsets[slot], p.numel()).view(p.sizes());
-    if (p.grad().defined())
+    if (p.grad().defined() && !p.grad().is_sparse())
       p.mutable_grad().copy_(v);
     else
       p.mutable_grad() = v.clone();

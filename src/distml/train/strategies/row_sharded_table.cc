@@ -1,0 +1,112 @@
+#include "distml/train/strategies/row_sharded_table.h"
+
+#include <vector>
+
+#include "distml/core/error.h"
+#include "distml/train/tensor_buffer.h"
+
+namespace distml::train {
+namespace {
+
+// (row ids, rows) of a gradient, one pair per distinct row.
+struct GradientRows {
+  torch::Tensor ids, values;
+};
+
+GradientRows gradient_rows(const torch::Tensor& gradient, const torch::Tensor& table) {
+  if (!gradient.defined())
+    return {torch::empty({0}, torch::kLong), torch::empty({0, table.size(1)}, table.options())};
+  const auto sparse = (gradient.is_sparse() ? gradient : gradient.to_sparse(1)).coalesce();
+  return {sparse.indices()[0].contiguous(), sparse.values().contiguous()};
+}
+
+std::vector<std::size_t> block_elements(const torch::Tensor& counts, std::int64_t per_row) {
+  std::vector<std::size_t> out;
+  for (std::int64_t c : std::vector<std::int64_t>(counts.data_ptr<std::int64_t>(),
+                                                  counts.data_ptr<std::int64_t>() + counts.numel()))
+    out.push_back(static_cast<std::size_t>(c * per_row));
+  return out;
+}
+
+}  // namespace
+
+RowShardedTable::RowShardedTable(comm::Communicator& comm, torch::Tensor table, int tag)
+    : comm_(comm), table_(std::move(table)), tag_(tag) {
+  DML_CHECK(table_.dim() == 2 && table_.is_contiguous(), "a row-sharded table is a contiguous ",
+            "[rows, dim] tensor");
+}
+
+std::size_t RowShardedTable::step(const torch::Tensor& gradient, double lr) {
+  torch::NoGradGuard no_grad;
+  const int world = comm_.size(), me = comm_.rank();
+  const std::int64_t dim = table_.size(1);
+  const std::size_t row_bytes = dim * table_.element_size(), id_bytes = sizeof(std::int64_t);
+
+  // 1. Pairs in owner order; how many each owner gets, and how many each rank sends me.
+  GradientRows mine = gradient_rows(gradient, table_);
+  const auto owner = mine.ids.remainder(world);
+  const auto order = std::get<1>(owner.sort(/*stable=*/c10::optional<bool>(true), 0));
+  mine = {mine.ids.index_select(0, order), mine.values.index_select(0, order)};
+  const auto send_counts = torch::bincount(owner, {}, world).to(torch::kLong);
+  auto recv_counts = torch::empty({world}, torch::kLong);
+  comm_.alltoall(buffer_of(send_counts), buffer_of(recv_counts));
+
+  // 2. Pairs to their owners, mine to myself by a copy.
+  const auto sent = send_counts.accessor<std::int64_t, 1>();
+  const auto got = recv_counts.accessor<std::int64_t, 1>();
+  std::vector<GradientRows> incoming(world);
+  std::vector<comm::Work> work;
+  std::size_t bytes = 2 * world * sizeof(std::int64_t);  // the counts of 1. and 4.
+  std::int64_t offset = 0;
+  for (int r = 0; r < world; ++r) {
+    const auto ids = mine.ids.narrow(0, offset, sent[r]);
+    const auto values = mine.values.narrow(0, offset, sent[r]);
+    offset += sent[r];
+    if (r == me) {
+      incoming[r] = {ids, values};
+      continue;
+    }
+    if (sent[r] > 0) {
+      work.push_back(comm_.isend(buffer_of(ids), r, tag_));
+      work.push_back(comm_.isend(buffer_of(values), r, tag_ + 1));
+      bytes += sent[r] * (id_bytes + row_bytes);
+    }
+    incoming[r] = {torch::empty({got[r]}, torch::kLong),
+                   torch::empty({got[r], dim}, table_.options())};
+    if (got[r] > 0) {
+      work.push_back(comm_.irecv(buffer_of(incoming[r].ids), r, tag_));
+      work.push_back(comm_.irecv(buffer_of(incoming[r].values), r, tag_ + 1));
+    }
+  }
+  for (auto& w : work) w.wait();
+
+  // 3. Sum per row (my own pairs first, then by rank: one order on every run), average, step.
+  std::vector<torch::Tensor> ids{incoming[me].ids}, values{incoming[me].values};
+  for (int r = 0; r < world; ++r)
+    if (r != me) {
+      ids.push_back(incoming[r].ids);
+      values.push_back(incoming[r].values);
+    }
+  const auto all_ids = torch::cat(ids), all_values = torch::cat(values);
+  const auto [updated, slot, unused] = torch::_unique2(all_ids, /*sorted=*/true,
+                                                       /*return_inverse=*/true);
+  auto sum = torch::zeros({updated.size(0), dim}, table_.options());
+  sum.index_add_(0, slot, all_values);
+  table_.index_add_(0, updated, sum, -lr / world);
+
+  // 4. Every owner's updated rows to every rank.
+  std::int64_t count = updated.size(0);
+  auto counts = torch::empty({world}, torch::kLong);
+  comm_.allgather(comm::ConstBuffer{&count, 1, comm::DType::i64}, buffer_of(counts));
+  const std::int64_t total = counts.sum().item<std::int64_t>();
+  auto published_ids = torch::empty({total}, torch::kLong);
+  auto published_rows = torch::empty({total, dim}, table_.options());
+  comm_.allgatherv(buffer_of(updated), buffer_of(published_ids), block_elements(counts, 1));
+  comm_.allgatherv(buffer_of(table_.index_select(0, updated)), buffer_of(published_rows),
+                   block_elements(counts, dim));
+  table_.index_copy_(0, published_ids, published_rows);
+  bytes += count * (id_bytes + row_bytes);
+  return bytes;
+}
+
+}  // namespace distml::train
