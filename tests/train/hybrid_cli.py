@@ -6,12 +6,14 @@ all-reduce) on a fastText model, as a user runs it. Usage: hybrid_cli.py DISTML 
              straight do
   bad-config an optimizer the row update cannot follow, and a model without a sparse
              embedding, stop with exit 2 and a message naming the key or the model"""
-import json
-import subprocess
+import os
 import sys
 import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from distml_cli import check_resume, done_line, run  # noqa: E402
 
 BUCKETS, DIM, CLASSES, LENGTH = 5000, 16, 4, 8
 
@@ -54,18 +56,6 @@ name = "hybrid"
     return path
 
 
-def run(distml, *args, expect_rc=0):
-    p = subprocess.run([distml, "train", *args], capture_output=True, text=True, timeout=300)
-    if p.returncode != expect_rc:
-        sys.exit(f"FAIL: distml train {' '.join(args)} exited {p.returncode}, expected "
-                 f"{expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return p
-
-
-def done_line(p):
-    return json.loads(p.stdout.strip().splitlines()[-1])
-
-
 def equal(distml, d, cfg):
     common = ["--config", cfg, "--engine", "local", "--np", "3", "--json"]
     hybrid = done_line(run(distml, *common))
@@ -92,13 +82,8 @@ def equal(distml, d, cfg):
 
 
 def resume(distml, d, cfg, engine):
-    common = ["--config", cfg, "--engine", engine, "--np", "2", "--json", "--set",
-              "train.max_steps=8"]
-    straight = done_line(run(distml, *common))
-    run(distml, *common, "--set", "train.max_steps=4", "--set", f"train.checkpoint_dir={d}/ckpt")
-    resumed = done_line(run(distml, *common, "--resume", f"{d}/ckpt"))
-    if resumed["param_checksum"] != straight["param_checksum"] or resumed["global_step"] != 8:
-        sys.exit(f"FAIL: resumed {resumed} differs from straight {straight}")
+    resumed = check_resume(distml, ["--config", cfg, "--engine", engine, "--np", "2", "--json"],
+                           f"{d}/ckpt")
     print(f"ok: the hybrid resumes exactly over {engine} ({resumed['param_checksum']})")
 
 

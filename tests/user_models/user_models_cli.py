@@ -8,9 +8,7 @@ it. Usage: user_models_cli.py DISTML SCENARIO, SCENARIO one of:
   bad-input   bad .npz files and misfit shapes stop with exit 2, naming the file and array
   resume ENGINE  a model with dropout, 2 ranks as processes: 4 steps, then a resume for 4 more,
               ends where 8 steps straight do (each rank's random generator is checkpointed)"""
-import json
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -19,19 +17,9 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
 import make_models  # noqa: E402
-
-
-def run(distml, *args, expect_rc=0):
-    p = subprocess.run([distml, "train", *args], capture_output=True, text=True, timeout=300)
-    if p.returncode != expect_rc:
-        sys.exit(f"FAIL: distml train {' '.join(args)} exited {p.returncode}, expected "
-                 f"{expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")
-    return p
-
-
-def done_line(p):
-    return json.loads(p.stdout.strip().splitlines()[-1])
+from distml_cli import check_resume, done_line, run  # noqa: E402
 
 
 def config(d, dataset, model, extra="max_steps = 6\n"):
@@ -158,15 +146,11 @@ def bad_input(distml, d):
 
 
 def resume(distml, d, engine):
-    cfg = config(d, f"{d}/images.npz", f"{d}/dropout_mlp.pt", "max_steps = 8\n")
-    common = ["--config", cfg, "--engine", engine, "--np", "2", "--json"]
-    straight = done_line(run(distml, *common))
-    run(distml, *common, "--set", "train.max_steps=4", "--set", f"train.checkpoint_dir={d}/ckpt")
-    resumed = done_line(run(distml, *common, "--resume", f"{d}/ckpt"))
+    cfg = config(d, f"{d}/images.npz", f"{d}/dropout_mlp.pt")
     # Dropout draws every step: a generator restored wrongly (or rank 0's on every rank) gives
     # other masks, so other gradients, and another checksum of the parameters.
-    if resumed["param_checksum"] != straight["param_checksum"] or resumed["global_step"] != 8:
-        sys.exit(f"FAIL: resumed {resumed} differs from straight {straight}")
+    resumed = check_resume(distml, ["--config", cfg, "--engine", engine, "--np", "2", "--json"],
+                           f"{d}/ckpt")
     print(f"ok: dropout resumes exactly over {engine} ({resumed['param_checksum']})")
 
 

@@ -20,11 +20,11 @@ GradientRows gradient_rows(const torch::Tensor& gradient, const torch::Tensor& t
   return {sparse.indices()[0].contiguous(), sparse.values().contiguous()};
 }
 
+// Elements per rank of blocks of `counts[r]` rows of `per_row` elements each.
 std::vector<std::size_t> block_elements(const torch::Tensor& counts, std::int64_t per_row) {
+  const auto c = counts.accessor<std::int64_t, 1>();
   std::vector<std::size_t> out;
-  for (std::int64_t c : std::vector<std::int64_t>(counts.data_ptr<std::int64_t>(),
-                                                  counts.data_ptr<std::int64_t>() + counts.numel()))
-    out.push_back(static_cast<std::size_t>(c * per_row));
+  for (std::int64_t r = 0; r < c.size(0); ++r) out.push_back(c[r] * per_row);
   return out;
 }
 
@@ -80,18 +80,16 @@ std::size_t RowShardedTable::step(const torch::Tensor& gradient, double lr) {
   }
   for (auto& w : work) w.wait();
 
-  // 3. Sum per row (my own pairs first, then by rank: one order on every run), average, step.
-  std::vector<torch::Tensor> ids{incoming[me].ids}, values{incoming[me].values};
-  for (int r = 0; r < world; ++r)
-    if (r != me) {
-      ids.push_back(incoming[r].ids);
-      values.push_back(incoming[r].values);
-    }
-  const auto all_ids = torch::cat(ids), all_values = torch::cat(values);
-  const auto [updated, slot, unused] = torch::_unique2(all_ids, /*sorted=*/true,
-                                                       /*return_inverse=*/true);
+  // 3. Sum per row in rank order (one order on every run), average, step.
+  std::vector<torch::Tensor> ids, values;
+  for (const auto& in : incoming) {
+    ids.push_back(in.ids);
+    values.push_back(in.values);
+  }
+  const auto unique = torch::_unique2(torch::cat(ids), /*sorted=*/true, /*return_inverse=*/true);
+  const torch::Tensor& updated = std::get<0>(unique);
   auto sum = torch::zeros({updated.size(0), dim}, table_.options());
-  sum.index_add_(0, slot, all_values);
+  sum.index_add_(0, std::get<1>(unique), torch::cat(values));
   table_.index_add_(0, updated, sum, -lr / world);
 
   // 4. Every owner's updated rows to every rank.

@@ -6,9 +6,9 @@
 //  1. The rank's gradient (sparse COO, duplicates summed) is cut by owner into (row id, row)
 //     pairs, and the counts go to every rank (one alltoall of one integer each).
 //  2. The pairs go to their owners by point-to-point (nothing is sent where a count is 0).
-//  3. Each owner sums, per row, what every rank sent (its own pairs first, then by rank), divides
-//     by the world size (the average gradient, as an all-reduce's avg gives it) and applies
-//     SGD to the row: w -= lr * g. Untouched rows get a zero gradient, which plain SGD leaves
+//  3. Each owner sums, per row, what every rank sent (in rank order), divides by the world
+//     size (the average gradient, as an all-reduce's avg gives it) and applies SGD to the
+//     row: w -= lr * g. Untouched rows get a zero gradient, which plain SGD leaves
 //     as they are: the same update as a dense step.
 //  4. The owners' updated rows reach every rank (allgatherv of ids, then of rows), which writes
 //     them into its replica: all replicas stay identical.
