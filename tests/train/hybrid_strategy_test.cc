@@ -10,6 +10,7 @@
 
 #include "distml/comm/local/local_world.h"
 #include "distml/nn/fasttext.h"
+#include "distml/train/data_parallel.h"
 
 namespace distml::train::hybrid_test {
 namespace {
@@ -181,6 +182,22 @@ TEST(HybridStrategy, AModelWithoutSparseParametersIsAConfigError) {
     HybridStrategy strategy(comm);
     torch::nn::Linear dense(4, 2);
     EXPECT_THROW(strategy.setup(nn::tensors_of(*dense)), ConfigError);
+  });
+}
+
+// A loop of one's own builds its optimizer itself: the hybrid checks that one, not defaults.
+TEST(HybridStrategy, DataParallelRefusesAnOptimizerTheRowsCannotFollow) {
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
+    BagNet net;
+    torch::optim::SGD momentum(net->parameters(), torch::optim::SGDOptions(0.1).momentum(0.9));
+    try {
+      DataParallel dp(*net, momentum, comm, {.name = "hybrid"});
+      ADD_FAILURE() << "momentum SGD was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("optim.momentum"), std::string::npos) << e.what();
+    }
+    torch::optim::SGD plain(net->parameters(), torch::optim::SGDOptions(0.1));
+    DataParallel dp(*net, plain, comm, {.name = "hybrid"});
   });
 }
 

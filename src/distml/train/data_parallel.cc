@@ -6,8 +6,10 @@
 namespace distml {
 namespace {
 
-// What a parameter server's servers apply: the optimizer the workers built, as options.
-train::OptimizerOptions options_of(torch::optim::Optimizer& optimizer) {
+// The optimizer the loop built, as options: what a parameter server's servers apply, and what
+// the hybrid checks its row update against.
+train::OptimizerOptions options_of(torch::optim::Optimizer& optimizer,
+                                   const std::string& strategy) {
   train::OptimizerOptions o;
   auto& group = optimizer.param_groups().at(0).options();
   if (auto* sgd = dynamic_cast<torch::optim::SGDOptions*>(&group)) {
@@ -32,8 +34,8 @@ train::OptimizerOptions options_of(torch::optim::Optimizer& optimizer) {
          .eps = adamw->eps()};
   } else {
     throw ConfigError(
-        "DataParallel with strategy ps: the servers apply SGD, Adam or AdamW; "
-        "this optimizer is none of them");
+        cat("DataParallel with strategy ", strategy,
+            " needs an SGD, Adam or AdamW optimizer; this optimizer is none of them"));
   }
   return o;
 }
@@ -44,7 +46,8 @@ std::unique_ptr<train::Strategy> strategy_for(const train::StrategyConfig& strat
   train::TrainConfig config;
   config.source = "DataParallel";
   config.strategy = strategy;
-  if (strategy.name == "ps") config.optim = options_of(optimizer);
+  if (strategy.name == "ps" || strategy.name == "hybrid")
+    config.optim = options_of(optimizer, strategy.name);
   return train::make_strategy(config, comm);
 }
 

@@ -49,6 +49,12 @@ void HybridStrategy::before_optimizer_step() {
   if (dense_) dense_->before_optimizer_step();
 }
 
+void HybridStrategy::clip_gradients(double, const std::vector<torch::Tensor>&) {
+  throw UsageError(
+      "strategy hybrid does not clip gradients: a table's gradient is each rank's own until its "
+      "owners average it; pass clip_grad_norm = 0, or use strategy allreduce");
+}
+
 // 4.
 void HybridStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   const double lr = optimizer.param_groups().front().options().get_lr();

@@ -43,6 +43,8 @@ class HybridStrategy final : public Strategy {
   void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override;
   void before_optimizer_step() override;
+  /// UsageError: the tables' gradients are each rank's own until their owners average them.
+  void clip_gradients(double max_norm, const std::vector<torch::Tensor>& parameters) override;
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
   void resumed_at(std::int64_t global_step) override;
   StrategyStats stats() const override;
