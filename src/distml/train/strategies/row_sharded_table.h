@@ -34,8 +34,6 @@ class RowShardedTable {
   /// rank sent: its pairs for other owners, its updated rows and the counts.
   std::size_t step(const torch::Tensor& gradient, double lr);
 
-  const torch::Tensor& table() const { return table_; }
-
  private:
   comm::Communicator& comm_;
   torch::Tensor table_;
