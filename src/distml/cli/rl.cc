@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "distml/comm/engines.h"
+#include "distml/comm/timeline_exchange.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/rl/algos/algorithm.h"
@@ -29,6 +30,7 @@ struct RlOptions {
   std::string engine = "mpi";
   std::string resume;
   bool json = false;
+  std::string timeline_path;  // --timeline FILE; empty: none
 };
 
 // The tuned defaults of an (algorithm, environment) pair, when the examples have them.
@@ -71,8 +73,10 @@ void print_rl_event(EventPrinter& printer, const nlohmann::json& e) {
 
 void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator& comm,
              Clock::time_point start) {
+  comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
   std::optional<EventPrinter> printer;
   rl::RunHooks hooks;
+  hooks.timeline = recording.timeline();
   if (comm.rank() == 0) {
     printer.emplace(o.json, "env steps");
     hooks.event = [&](const nlohmann::json& e) { print_rl_event(*printer, e); };
@@ -86,6 +90,7 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
     };
   }
   const rl::RunResult r = rl::run_algorithm(config, comm, hooks);
+  recording.finish();  // rank 0 writes every rank's events
   if (comm.rank() != 0) return;
   printer->finish();
   const double wall_s = seconds_since(start);
@@ -159,6 +164,9 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("--resume", o->resume,
                   "Continue from the checkpoint in this directory (and keep saving there)");
   sub->add_flag("--json", o->json, "Events as JSON lines on stdout; the last is the done line");
+  sub->add_option("--timeline", o->timeline_path,
+                  "Write every rank's rollouts, learner updates and waits to this file as a "
+                  "Chrome-trace JSON (open it in ui.perfetto.dev)");
   sub->callback([o, np, argc, argv] {
     o->np_given = np->count() > 0;
     run(*o, argc, argv);

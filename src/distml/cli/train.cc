@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "distml/comm/engines.h"
+#include "distml/comm/timeline_exchange.h"
 #include "distml/core/error.h"
 #include "distml/train/trainer.h"
 #include "event_printer.h"
@@ -26,6 +27,7 @@ struct TrainOptions {
   std::string resume;
   bool json = false;
   bool print_config = false;
+  std::string timeline_path;  // --timeline FILE; empty: none
 };
 
 std::string hex(std::uint64_t v) {
@@ -110,13 +112,16 @@ void print_event(EventPrinter& printer, const nlohmann::json& e) {
 // One rank's whole run; rank 0 reports.
 void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::Communicator& comm,
                 const train::TaskData& data, std::chrono::steady_clock::time_point start) {
+  comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
   train::Trainer trainer(config, comm, data);
   if (!o.resume.empty()) trainer.resume(o.resume);
   std::optional<EventPrinter> printer;
   if (comm.rank() == 0) printer.emplace(o.json, "steps");
+  trainer.record_into(recording.timeline());
   auto result =
       trainer.run([&](const nlohmann::json& e) { print_event(*printer, e); },
                   [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); });
+  recording.finish();  // rank 0 writes every rank's events
   if (comm.rank() != 0) return;
   printer->finish();
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -166,6 +171,9 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
                   "Continue exactly from the checkpoint in this directory (and keep saving there "
                   "unless train.checkpoint_dir says otherwise)");
   sub->add_flag("--json", o->json, "Metrics as JSON lines on stdout; the last is the done line");
+  sub->add_option("--timeline", o->timeline_path,
+                  "Write every rank's steps, communication, evaluations and checkpoints to this "
+                  "file as a Chrome-trace JSON (open it in ui.perfetto.dev)");
   sub->add_flag("--print-config", o->print_config,
                 "Print every config key with its resolved value, its default and where it came "
                 "from (the file, --set, or the default), then exit");

@@ -15,10 +15,17 @@ bool TaskRequest::wait_until(Deadline deadline) {
   return true;
 }
 
+std::optional<Clock::time_point> TaskRequest::completed_at() {
+  std::lock_guard lock(mutex_);
+  return done_ ? std::optional(done_at_) : std::nullopt;
+}
+
 void TaskRequest::finish(std::exception_ptr error) {
+  const auto now = Clock::now();
   {
     std::lock_guard lock(mutex_);
     done_ = true;
+    done_at_ = now;
     error_ = std::move(error);
   }
   done_cv_.notify_all();

@@ -23,6 +23,7 @@ class TaskRequest : public Request {
   bool test() override;
   bool wait_until(Deadline deadline) override;
   std::string describe() const override { return what_; }
+  std::optional<Clock::time_point> completed_at() override;
   void finish(std::exception_ptr error);
 
  private:
@@ -30,6 +31,7 @@ class TaskRequest : public Request {
   std::mutex mutex_;
   std::condition_variable done_cv_;
   bool done_ = false;
+  Clock::time_point done_at_;
   std::exception_ptr error_;
 };
 

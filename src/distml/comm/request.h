@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "distml/comm/types.h"
@@ -21,6 +22,9 @@ class Request {
   virtual bool wait_until(Deadline deadline) = 0;
   /// What it waits for, for error messages: "recv from rank 2 (tag 7, 4096 bytes)".
   virtual std::string describe() const = 0;
+  /// When it completed, where the request keeps that (queued collectives do, for timelines);
+  /// nullopt while it runs, and for requests that do not keep it.
+  virtual std::optional<Clock::time_point> completed_at() { return std::nullopt; }
 };
 
 using RequestPtr = std::unique_ptr<Request>;

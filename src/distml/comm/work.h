@@ -26,6 +26,11 @@ class Work {
   /// Blocks until finished or `timeout`; throws TimeoutError naming the operation on expiry,
   /// and the operation's own error if it failed.
   void wait(Millis timeout);
+  /// When the operation completed, for a finished asynchronous collective (timelines);
+  /// nullopt otherwise (still running, a point-to-point transfer, no operation).
+  std::optional<Clock::time_point> completed_at() const {
+    return request_ ? request_->completed_at() : std::nullopt;
+  }
 
  private:
   std::shared_ptr<Request> request_;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/timeline.h"
 #include "distml/nn/model_tensors.h"
 
 namespace distml::train {
@@ -92,6 +93,10 @@ class Strategy {
   /// Called on every training rank after the last reconcile() of the run.
   virtual void finish() {}
   virtual StrategyStats stats() const = 0;
+  /// After setup(): records the strategy's own communication (each bucket's all-reduce on a
+  /// lane of its own, waits on the "main" lane) into `timeline`; null stops. Strategies whose
+  /// communication the trainer's spans already show record nothing of their own.
+  virtual void record_into(Timeline* /*timeline*/) {}
   /// Strategy-specific results for the end of the run (rank 0's done line), as JSON fields.
   virtual nlohmann::json report() const { return nlohmann::json::object(); }
 };

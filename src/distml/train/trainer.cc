@@ -111,6 +111,7 @@ struct Trainer::State {
   pipeline::StageStats stage_totals;       // summed over the run's steps (peaks: the largest)
   std::vector<double> window_stage_times;  // since the last step event: compute, wait per step
   std::int64_t global_step = 0;
+  Timeline::Lane* lane = nullptr;  // the run's timeline ("main"), when one is recorded
 
   State(const TrainConfig& c, comm::Communicator& world, const TaskData& d)
       : config(c),
@@ -156,16 +157,30 @@ struct Trainer::State {
     double loss_sum = 0;
     for (std::int64_t m = 0; m < k; ++m) {
       strategy->before_backward(m == k - 1);
-      auto scaled =
-          objective.mean_loss(model, rows_of(batch, m * micro, micro)) / static_cast<double>(k);
-      scaled.backward();
+      torch::Tensor scaled;
+      {
+        Span forward(lane, "forward", "micro_batch", m);
+        scaled =
+            objective.mean_loss(model, rows_of(batch, m * micro, micro)) / static_cast<double>(k);
+      }
+      {
+        Span backward(lane, "backward", "micro_batch", m);  // the buckets launch during it
+        scaled.backward();
+      }
       loss_sum += scaled.item<double>();
     }
     if (world.rank() == config.train.slow_rank) straggle(seconds_since(compute_start));
-    strategy->before_optimizer_step();
-    if (config.train.clip_grad_norm > 0)
-      strategy->clip_gradients(config.train.clip_grad_norm, model.parameters());
-    strategy->optimizer_step(*optimizer);
+    {
+      Span sync(lane, "grad_sync");  // all-reduce: the wait for buckets still in flight
+      strategy->before_optimizer_step();
+    }
+    {
+      Span update(lane, "optimizer");
+      if (config.train.clip_grad_norm > 0)
+        strategy->clip_gradients(config.train.clip_grad_norm, model.parameters());
+      strategy->optimizer_step(*optimizer);
+    }
+    Span averaging(lane, "model_sync");  // local SGD, EASGD, gossip: the models averaged
     strategy->after_optimizer_step(*optimizer, global_step + 1);
     return loss_sum;
   }
@@ -179,6 +194,7 @@ struct Trainer::State {
     const auto rows = static_cast<std::int64_t>(batch.size);
     const auto input =
         stage->stage() == 0 ? objective.model_input(rows_of(batch, 0, rows)) : torch::Tensor();
+    Span stage_step(lane, "pipeline_stage");
     const double loss = stage->step(
         input, rows,
         [&](const torch::Tensor& out, std::int64_t begin, std::int64_t count) {
@@ -327,6 +343,11 @@ nn::Model& Trainer::model() { return s_->model; }
 
 EvalMetrics Trainer::evaluate() { return s_->evaluate(); }
 
+void Trainer::record_into(Timeline* timeline) {
+  s_->lane = lane_of(timeline, "main");  // first: lane 0, the top row of the rank
+  s_->strategy->record_into(timeline);
+}
+
 void Trainer::resume(const std::string& dir) {
   if (s_->grid && s_->config.parallel.schedule == "ddg")
     throw ConfigError(cat("--resume ", dir, ": ", kDdgHoldsBatches));
@@ -357,11 +378,17 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   double excluded = 0, overlapped = 0, window_loss = 0;
   std::int64_t window_steps = 0;
   auto window_start = Clock::now();
+  // The loop's time is tiled: each step runs from the end of what came before (the step
+  // before, or an evaluation or checkpoint after it) to its own end, so that on the timeline
+  // the steps and "loop_end" add up to the loop's time (steps / steps_per_sec) exactly.
+  Clock::time_point mark;  // where the next span starts
   // Evaluation and checkpoints do not count towards the training loop's time.
-  auto aside = [&](auto&& work) {
-    const auto t0 = Clock::now();
+  auto aside = [&](const char* name, auto&& work) {
     work();
-    excluded += seconds_since(t0);
+    const auto end = Clock::now();
+    excluded += seconds_between(mark, end);
+    if (s.lane) s.lane->add(name, mark, end, "step", s.global_step);
+    mark = end;
   };
   // Collective: every rank saves (rank 0 writes); rank 0 reports it.
   auto checkpoint = [&] {
@@ -372,10 +399,14 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
                 {"path", checkpoint_path(t.checkpoint_dir)}});
   };
   const auto loop_start = Clock::now();
+  mark = loop_start;
   {
     data::PrefetchLoader loader(s.data.train, s.sampler, 2);
     while (s.global_step < total) {
-      auto batch = loader.next();
+      auto batch = [&] {
+        Span waiting(s.lane, "data");  // for the prefetch loader
+        return loader.next();
+      }();
       if (!batch) continue;  // the loader's end-of-epoch marker
       const double lr = scheduled_lr(schedule, s.base_lr, s.global_step);
       set_lr(*s.optimizer, lr);
@@ -396,8 +427,11 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
       if (s.global_step % t.log_every == 0 || last) {
         if (s.grid) pipeline::take_from_last_stage({&window_loss, 1}, *s.grid);
         double mean_loss = window_loss / window_steps;
-        s.comm.allreduce(comm::Buffer{&mean_loss, 1, comm::DType::f64},
-                         {.op = comm::ReduceOp::avg});
+        {
+          Span logging(s.lane, "log");
+          s.comm.allreduce(comm::Buffer{&mean_loss, 1, comm::DType::f64},
+                           {.op = comm::ReduceOp::avg});
+        }
         const double window_s = seconds_since(window_start);
         if (reporter && on_event)
           on_event({{"event", "step"},
@@ -419,15 +453,18 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
         window_steps = 0;
         window_start = Clock::now();
       }
+      const auto step_end = Clock::now();
+      if (s.lane) s.lane->add("step", mark, step_end, "step", s.global_step);
+      mark = step_end;
       // The checkpoint first: it installs the consensus on every replica (which the run then
       // continues from, as a resume would), and the evaluation after it changes nothing.
       if (!t.checkpoint_dir.empty() && t.checkpoint_every > 0 &&
           s.global_step % t.checkpoint_every == 0 && !last)
-        aside(checkpoint);
+        aside("checkpoint", checkpoint);
       const bool eval_now = t.eval_every > 0 ? s.global_step % t.eval_every == 0 : epoch_end;
       if (eval_now && !last) {
         const double train_s = seconds_since(loop_start) - excluded;  // for time-to-accuracy
-        aside([&] {
+        aside("eval", [&] {
           auto m = s.evaluate_without_changing_training();
           if (reporter && on_event)
             on_event({{"event", "eval"},
@@ -442,11 +479,20 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     }
   }
   s.drain_pipeline();
-  const double loop_s = seconds_since(loop_start) - excluded;
+  const auto loop_end = Clock::now();
+  // The loader's shut-down and the pipeline's drain: in the loop's time, in no step.
+  if (s.lane) s.lane->add("loop_end", mark, loop_end);
+  const double loop_s = seconds_between(loop_start, loop_end) - excluded;
   s.sampler.restore(position);
 
-  if (!t.checkpoint_dir.empty()) checkpoint();
-  result.test = s.evaluate();  // also consolidates the replicas, before the export
+  if (!t.checkpoint_dir.empty()) {
+    Span saving(s.lane, "checkpoint");
+    checkpoint();
+  }
+  {
+    Span evaluating(s.lane, "eval");
+    result.test = s.evaluate();  // also consolidates the replicas, before the export
+  }
   if (s.grid) {  // each stage's replicas agree; then rank 0 gathers the model to export it
     check_replicas_agree(s.part->own, *s.grid->peers);
     pipeline::gather_on_rank0(*s.part, *s.grid);

@@ -31,6 +31,7 @@
 #include <string>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/timeline.h"
 #include "distml/nn/model_registry.h"
 #include "distml/train/config.h"
 #include "distml/train/objective.h"
@@ -74,6 +75,11 @@ class Trainer {
   void resume(const std::string& dir);
 
   TrainResult run(const EventSink& on_event = {}, const ProgressSink& on_progress = {});
+
+  /// Before run(): records this rank's spans into `timeline` (null: none): each step with its
+  /// data wait, forward, backward, gradient sync and optimizer step, evaluations and
+  /// checkpoints, and the strategy's own communication (Strategy::record_into).
+  void record_into(Timeline* timeline);
 
   /// Evaluates the current model on the test split (collective).
   EvalMetrics evaluate();

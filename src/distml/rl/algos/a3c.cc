@@ -39,7 +39,8 @@ torch::Tensor a3c_loss(ActorCriticImpl& net, const Rollout& r, const AlgoConfig&
   return policy_loss + algo.value_coef * value_loss - algo.entropy * entropy;
 }
 
-void run_worker(const RlConfig& config, comm::Communicator& comm) {
+void run_worker(const RlConfig& config, comm::Communicator& comm, Timeline* timeline) {
+  Timeline::Lane* lane = lane_of(timeline, "actor");
   ActorCritic net = make_actor_critic(config);
   VectorEnv envs = make_actor_envs(config, comm.rank());
   ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()));
@@ -48,16 +49,23 @@ void run_worker(const RlConfig& config, comm::Communicator& comm) {
   std::uint64_t version = 0;
   for (std::int64_t sent = 0;; ++sent) {
     if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after) return;
-    const Rollout r = collect_rollout(*net, envs, sampler, config.algo.unroll, config.algo.gamma);
-    net->zero_grad();
-    a3c_loss(*net, r, config.algo).backward();
-    std::vector<float> payload = flat_gradients(*net);
+    const Rollout r = [&] {
+      Span collecting(lane, "rollout", "gradient", sent);
+      return collect_rollout(*net, envs, sampler, config.algo.unroll, config.algo.gamma);
+    }();
+    std::vector<float> payload = [&] {
+      Span computing(lane, "gradient", "gradient", sent);
+      net->zero_grad();
+      a3c_loss(*net, r, config.algo).backward();
+      return flat_gradients(*net);
+    }();
     payload.push_back(static_cast<float>(r.finished_return_sum));
     payload.push_back(static_cast<float>(r.finished_episodes));
     send_message(comm, 0, Channel::to_learner,
                  Message{MessageKind::gradients, version,
                          static_cast<std::uint64_t>(config.algo.unroll * config.env.copies),
                          std::move(payload)});
+    Span waiting(lane, "queue_wait");  // for the parameters after our gradient
     const Message answer = from_holder.take();
     if (answer.kind == MessageKind::stop) return;
     load_flat_parameters(*net, answer.payload);
@@ -82,7 +90,9 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
   double lag_sum = 0;
   std::int64_t lag_max = 0;
   bool stopping = false;
+  Timeline::Lane* lane = lane_of(hooks.timeline, "learner");
   auto on_gradient = [&](int rank, Message m) {
+    Span updating(lane, "update", "rank", rank);
     if (stopping) {  // the run is over: answer the gradient with stop
       send_message(comm, rank, Channel::from_learner, Message{MessageKind::stop, 0, 0, {}});
       roster.remove(rank);
@@ -124,7 +134,7 @@ RunResult run_a3c(const RlConfig& config, comm::Communicator& comm, const RunHoo
     throw UsageError("a3c needs at least 2 ranks (a parameter holder and a worker): --np 2+");
   prepare_rank(config);
   if (comm.rank() != 0) {
-    run_worker(config, comm);
+    run_worker(config, comm, hooks.timeline);
     return {};
   }
   return run_holder(config, comm, hooks);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/timeline.h"
 #include "distml/rl/rl_config.h"
 
 namespace distml::rl {
@@ -29,6 +30,9 @@ struct RunHooks {
   std::function<void(const nlohmann::json&)> event = [](const nlohmann::json&) {};
   std::function<void(std::int64_t done, std::int64_t total)> progress = [](std::int64_t,
                                                                            std::int64_t) {};
+  /// On every rank: its own timeline, or null. ppo, a2c, a3c and impala record onto the lanes
+  /// "actor" (rollouts, waits for the learner) and "learner" (updates, waits for data).
+  Timeline* timeline = nullptr;
 };
 
 /// Runs config.algo.name on every rank of `comm`; rank 0's result is the run's.

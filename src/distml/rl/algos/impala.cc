@@ -40,7 +40,8 @@ SizeCheck unroll_or_stop(std::uint64_t unroll_floats) {
   };
 }
 
-void run_actor(const RlConfig& config, comm::Communicator& comm) {
+void run_actor(const RlConfig& config, comm::Communicator& comm, Timeline* timeline) {
+  Timeline::Lane* lane = lane_of(timeline, "actor");
   ActorCritic net = make_actor_critic(config);
   VectorEnv envs = make_actor_envs(config, comm.rank());
   ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()));
@@ -64,11 +65,17 @@ void run_actor(const RlConfig& config, comm::Communicator& comm) {
       return;  // fault injection: vanish without a goodbye
     }
     const std::uint64_t behaviour_version = learner.version();
-    Rollout r = collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+    Rollout r = [&] {
+      Span collecting(lane, "rollout", "unroll", sent);
+      return collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+    }();
     steps += algo.unroll * config.env.copies;
-    if (in_flight) learner.wait_for(*in_flight, 0);
-    learner.wait_until([&] { return queued() < config.impala.max_unrolls_ahead; },
-                       "the learner (rank 0) used none of its queued unrolls");
+    {
+      Span waiting(lane, "queue_wait");  // the previous send, and room in the learner's queue
+      if (in_flight) learner.wait_for(*in_flight, 0);
+      learner.wait_until([&] { return queued() < config.impala.max_unrolls_ahead; },
+                         "the learner (rank 0) used none of its queued unrolls");
+    }
     if (learner.stopped()) break;
     in_flight.emplace(
         comm, 0, Channel::to_learner,
@@ -164,13 +171,20 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   std::int64_t lag_max = 0, lag_count = 0;
   const std::int64_t batch = config.impala.batch_unrolls;
   bool solved = false;
+  Timeline::Lane* lane = lane_of(hooks.timeline, "learner");
+  std::optional<Clock::time_point> waiting_since;  // for a batch of unrolls
   while (counters.env_steps < config.run.env_steps && !solved) {
+    if (static_cast<std::int64_t>(queue.size()) < batch && lane && !waiting_since)
+      waiting_since = Clock::now();
     if (roster.poll(on_message) == 0 && static_cast<std::int64_t>(queue.size()) < batch) {
       push_parameters();  // credit that could not be told before
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       continue;
     }
     if (static_cast<std::int64_t>(queue.size()) < batch) continue;
+    if (waiting_since) lane->add("queue_wait", *waiting_since, Clock::now());
+    waiting_since.reset();
+    Span updating(lane, "update", "update", counters.update);
     std::vector<Rollout> parts;
     for (std::int64_t i = 0; i < batch; ++i) {
       const std::int64_t lag = counters.update - static_cast<std::int64_t>(queue.front().version);
@@ -235,7 +249,7 @@ RunResult run_impala(const RlConfig& config, comm::Communicator& comm, const Run
     throw UsageError("impala needs at least 2 ranks (a learner and an actor): use --np 2 or more");
   prepare_rank(config);
   if (comm.rank() != 0) {
-    run_actor(config, comm);
+    run_actor(config, comm, hooks.timeline);
     return {};
   }
   return run_learner(config, comm, hooks);

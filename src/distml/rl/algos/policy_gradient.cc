@@ -94,10 +94,16 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
   const bool lead = comm.rank() == 0;
   RunMonitor monitor(config, hooks);
   auto state = [&] { return save_learner_state(*net, *optimizer, counters); };
+  Timeline::Lane* actor_lane = lane_of(hooks.timeline, "actor");
+  Timeline::Lane* learner_lane = lane_of(hooks.timeline, "learner");
 
   while (counters.update < total_updates) {
     train::set_lr(*optimizer, annealed_lr(config, counters.update, total_updates));
-    const Rollout rollout = collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+    const Rollout rollout = [&] {
+      Span collecting(actor_lane, "rollout", "update", counters.update);
+      return collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+    }();
+    Span updating(learner_lane, "update", "update", counters.update);
     const Batch batch = training_batch(rollout, *net, algo.lambda);
     LossTerms last{};
     for (std::int64_t epoch = 0; epoch < algo.epochs; ++epoch) {
@@ -109,7 +115,10 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
         last = ppo_loss(*net, batch, torch::tensor(picked), algo);
         optimizer->zero_grad();
         last.total.backward();
-        average_gradients(*net, comm);
+        {
+          Span sync(learner_lane, "grad_sync");
+          average_gradients(*net, comm);
+        }
         clip_gradients(*net, algo.max_grad_norm);
         optimizer->step();
       }

@@ -46,6 +46,15 @@ void AllreduceStrategy::setup(const nn::ModelTensors& model) {
 
 void AllreduceStrategy::before_backward(bool sync) { buckets_->set_sync(sync); }
 
+void AllreduceStrategy::record_into(Timeline* timeline) {
+  bucket_lanes_.clear();
+  wait_lane_ = lane_of(timeline, "main");
+  if (!timeline) return;
+  for (std::size_t b = 0; b < work_.size(); ++b)
+    bucket_lanes_.push_back(&timeline->lane(cat("bucket ", b)));
+  launched_at_.assign(work_.size(), {});
+}
+
 // 4. In plan order only, so that all ranks issue the same all-reduces in the same order.
 void AllreduceStrategy::launch_ready_buckets() {
   if (compressing()) return;
@@ -55,6 +64,7 @@ void AllreduceStrategy::launch_ready_buckets() {
     const std::size_t index = next_launch_++;
     last_launch_ = Clock::now();
     if (index == 0) first_launch_ = last_launch_;
+    if (!bucket_lanes_.empty()) launched_at_[index] = last_launch_;
     auto& flat = buckets_->flat(index);
     work_[index] = comm_.iallreduce(buffer_of(flat),
                                     {.op = comm::ReduceOp::avg, .algorithm = options_.algorithm});
@@ -74,7 +84,16 @@ void AllreduceStrategy::before_optimizer_step() {
     first_launch_ = wait_start;
     reduce_compressed();
   }
-  for (auto& work : work_) work.wait();
+  {
+    Span waiting(wait_lane_, "wait");
+    for (auto& work : work_) work.wait();
+  }
+  // Each bucket's all-reduce from its launch to its completion, as the queue saw it.
+  if (!bucket_lanes_.empty() && !compressing())
+    for (std::size_t b = 0; b < work_.size(); ++b)
+      bucket_lanes_[b]->add("allreduce", launched_at_[b],
+                            work_[b].completed_at().value_or(Clock::now()), "bytes",
+                            buckets_->flat(b).numel() * buckets_->flat(b).element_size());
   next_launch_ = 0;
   ++steps_;
   buckets_->throw_if_missing(missing);
@@ -92,6 +111,7 @@ void AllreduceStrategy::reduce_compressed() {
   auto& buckets = buckets_->buckets();
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const auto grads = buckets_->flat(b).narrow(0, 0, layouts_[b].elements);
+    Span span(bucket_lanes_.empty() ? nullptr : bucket_lanes_[b], "compressed allreduce");
     const auto reduced = compressor_->reduce(grads, b, steps_ + 1, comm_);
     grads.copy_(reduced.average);
     stats_.bytes_sent += reduced.bytes_sent;

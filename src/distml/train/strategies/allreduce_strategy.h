@@ -62,6 +62,7 @@ class AllreduceStrategy final : public Strategy {
   void load_state(const std::string& state) override;
   void resumed_at(std::int64_t global_step) override { steps_ = global_step; }
   StrategyStats stats() const override { return stats_; }
+  void record_into(Timeline* timeline) override;
 
  private:
   void launch_ready_buckets();
@@ -80,6 +81,10 @@ class AllreduceStrategy final : public Strategy {
   std::vector<compress::BucketLayout> layouts_;
   std::int64_t steps_ = 0;  // steps completed, counting those before a resume
   StrategyStats stats_;
+  // With a timeline: per bucket its lane and this step's launch; the waits on "main".
+  std::vector<Timeline::Lane*> bucket_lanes_;
+  std::vector<std::chrono::steady_clock::time_point> launched_at_;
+  Timeline::Lane* wait_lane_ = nullptr;
 };
 
 }  // namespace distml::train
