@@ -7,26 +7,16 @@
 #include <cstring>
 #include <vector>
 
+#include "distml/comm/handshake_wire.h"
 #include "distml/core/version.h"
 
 namespace distml::comm {
 namespace {
 
+using handshake::Hello;
+using handshake::Verdict;
+
 constexpr int kHelloTag = 30001, kVerdictTag = 30002, kHostsTag = 30004;
-
-struct Hello {
-  char version[16] = {};
-  char engine[16] = {};
-  std::int32_t world_size = 0;
-  std::int32_t rank = 0;
-  std::uint64_t fingerprint = 0;
-  std::uint64_t host = 0;  // a hash of the host name
-};
-
-struct Verdict {
-  std::int32_t status = 0;  // 0 ok, 1 mismatch, 2 ranks missing
-  char message[1000] = {};
-};
 
 // FNV-1a of the host name, or the emulated host's number.
 std::uint64_t host_id(int rank, const CommOptions& options) {
@@ -50,25 +40,6 @@ Hello make_hello(const Engine& engine, const CommOptions& options) {
   return h;
 }
 
-std::string compare_hellos(const std::vector<Hello>& hellos) {
-  const Hello& a = hellos[0];
-  for (const Hello& b : hellos) {
-    if (std::strcmp(a.version, b.version) != 0)
-      return cat("distml version differs: rank 0 runs ", a.version, ", rank ", b.rank, " runs ",
-                 b.version);
-    if (std::strcmp(a.engine, b.engine) != 0)
-      return cat("engine differs: rank 0 uses ", a.engine, ", rank ", b.rank, " uses ", b.engine);
-    if (a.world_size != b.world_size)
-      return cat("world size differs: rank 0 sees ", a.world_size, ", rank ", b.rank, " sees ",
-                 b.world_size);
-    if (a.fingerprint != b.fingerprint)
-      return cat("fingerprint (config hash) differs: rank 0 has ", std::hex, a.fingerprint,
-                 ", rank ", std::dec, b.rank, " has ", std::hex, b.fingerprint,
-                 " - the ranks run with different configurations");
-  }
-  return {};
-}
-
 }  // namespace
 
 // Rank 0 collects a Hello from every rank within the timeout and answers each with a
@@ -87,12 +58,11 @@ std::vector<int> exchange_fingerprint(Engine& engine, const CommOptions& options
       throw TimeoutError(cat("start-up handshake on rank ", r, ": rank 0 did not answer within ",
                              options.timeout.count(), " ms; ranks that did not arrive: 0"));
     send->wait_until(deadline);
-    if (verdict.status == 2) throw TimeoutError(verdict.message);
-    if (verdict.status != 0) throw CommError(verdict.message);
+    handshake::raise_verdict(verdict);
     auto table = engine.irecv(Channel::collective, hosts.data(), hosts.size() * 4, 0, kHostsTag);
     if (!table->wait_until(deadline))
       throw TimeoutError(cat("start-up handshake on rank ", r, ": rank 0 sent no host table"));
-    return {hosts.begin(), hosts.end()};
+    return handshake::checked_host_table(hosts);
   }
   std::vector<Hello> hellos(p);
   hellos[0] = mine;
@@ -110,7 +80,7 @@ std::vector<int> exchange_fingerprint(Engine& engine, const CommOptions& options
     std::snprintf(verdict.message, sizeof verdict.message,
                   "start-up handshake: ranks that did not arrive within %lld ms: %s",
                   static_cast<long long>(options.timeout.count()), list.c_str());
-  } else if (auto diff = compare_hellos(hellos); !diff.empty()) {
+  } else if (auto diff = handshake::compare_hellos(hellos); !diff.empty()) {
     verdict.status = 1;
     std::snprintf(verdict.message, sizeof verdict.message, "start-up handshake: %s", diff.c_str());
   }
@@ -131,8 +101,7 @@ std::vector<int> exchange_fingerprint(Engine& engine, const CommOptions& options
   }
   auto grace = Deadline::after(options.diagnose_grace);
   for (auto& s : sends) s->wait_until(grace);
-  if (verdict.status == 2) throw TimeoutError(verdict.message);
-  if (verdict.status != 0) throw CommError(verdict.message);
+  handshake::raise_verdict(verdict);
   return {hosts.begin(), hosts.end()};
 }
 

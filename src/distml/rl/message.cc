@@ -17,9 +17,6 @@ constexpr int kTagBase = 0x7000;
 int header_tag(Channel c) { return kTagBase + 2 * static_cast<int>(c); }
 int payload_tag(Channel c) { return header_tag(c) + 1; }
 
-// magic, kind, version, extra, payload floats
-using HeaderWords = std::array<std::int64_t, 5>;
-
 HeaderWords header_of(const Message& m) {
   return {kMagic, static_cast<std::int64_t>(m.kind), static_cast<std::int64_t>(m.version),
           static_cast<std::int64_t>(m.extra), static_cast<std::int64_t>(m.payload.size())};
@@ -39,6 +36,23 @@ std::string_view kind_name(MessageKind kind) {
     case MessageKind::stop: return "stop";
   }
   return "unknown";
+}
+
+Message decode_header(const HeaderWords& h, int src, const SizeCheck& check) {
+  if (h[0] != kMagic)
+    throw CommError(cat("rank ", src, " sent something that is not a distml RL message"));
+  const auto kind = static_cast<MessageKind>(h[1]);
+  if (kind_name(kind) == "unknown")
+    throw CommError(cat("rank ", src, " sent a message of unknown kind ", h[1]));
+  if (h[4] < 0)
+    throw CommError(cat("rank ", src, " sent a ", kind_name(kind), " of negative size"));
+  try {
+    check(kind, static_cast<std::uint64_t>(h[4]));
+  } catch (const CommError& e) {
+    throw CommError(cat("rank ", src, ": ", e.what()));
+  }
+  return {kind, static_cast<std::uint64_t>(h[2]), static_cast<std::uint64_t>(h[3]),
+          std::vector<float>(static_cast<std::size_t>(h[4]))};
 }
 
 void send_message(comm::Communicator& comm, int dst, Channel channel, const Message& message) {
@@ -101,21 +115,7 @@ bool MessageListener::ready() { return pending_.test(); }
 
 Message MessageListener::take() {
   pending_.wait();
-  const HeaderWords h = header_->words;
-  if (h[0] != kMagic)
-    throw CommError(cat("rank ", src_, " sent something that is not a distml RL message"));
-  const auto kind = static_cast<MessageKind>(h[1]);
-  if (kind_name(kind) == "unknown")
-    throw CommError(cat("rank ", src_, " sent a message of unknown kind ", h[1]));
-  if (h[4] < 0)
-    throw CommError(cat("rank ", src_, " sent a ", kind_name(kind), " of negative size"));
-  try {
-    check_(kind, static_cast<std::uint64_t>(h[4]));
-  } catch (const CommError& e) {
-    throw CommError(cat("rank ", src_, ": ", e.what()));
-  }
-  Message m{kind, static_cast<std::uint64_t>(h[2]), static_cast<std::uint64_t>(h[3]),
-            std::vector<float>(static_cast<std::size_t>(h[4]))};
+  Message m = decode_header(header_->words, src_, check_);
   if (!m.payload.empty()) comm_.recv(comm::view(m.payload), src_, payload_tag(channel_));
   post();
   return m;

@@ -5,6 +5,7 @@
 // a message of the wrong size is an error naming the sender, never a silent truncation.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -41,6 +42,14 @@ enum class Channel : int { to_learner = 0, from_learner = 1, to_replay = 2, from
 /// Throws CommError when `floats` is not a size the receiver accepts for `kind`; the message
 /// is given "from rank R" context by the caller.
 using SizeCheck = std::function<void(MessageKind kind, std::uint64_t floats)>;
+
+/// A message's fixed header as it travels: magic, kind, version, extra, payload floats.
+using HeaderWords = std::array<std::int64_t, 5>;
+
+/// The message a header from rank `src` announces, its payload sized (zeros) for the receive.
+/// CommError naming `src` for a foreign magic, an unknown kind, a negative size or a size
+/// `check` refuses; nothing is allocated before `check` accepts the size.
+Message decode_header(const HeaderWords& words, int src, const SizeCheck& check);
 
 /// Sends a message and returns when both parts are handed over (blocking, with the
 /// communicator's timeout).

@@ -165,15 +165,7 @@ void run_replay(const RlConfig& config, comm::Communicator& comm, const RunHooks
   // One step can complete a transition in every copy's window at once, n_step at an episode end.
   const std::size_t most =
       static_cast<std::size_t>(c.actor_batch - 1 + config.env.copies * c.n_step);
-  auto transitions_or_stop = [&](MessageKind kind, std::uint64_t floats) {
-    if (kind == MessageKind::stop && floats == 0) return;
-    if (kind != MessageKind::transitions)
-      throw CommError(cat("expected transitions, got a ", kind_name(kind), " message"));
-    const std::uint64_t body = floats - apex::kEpisodeFloats;
-    if (floats < apex::kEpisodeFloats || body % s.transition || body / s.transition > most)
-      throw CommError(cat("a transitions message of ", floats, " floats; expected ",
-                          apex::kEpisodeFloats, " + k x ", s.transition, " with k <= ", most));
-  };
+  const SizeCheck transitions_or_stop = apex::transitions_or_stop(s.transition, most);
   ActorRoster roster(comm, actors, Channel::to_replay, transitions_or_stop, config, hooks);
   const std::uint64_t priorities_floats = static_cast<std::uint64_t>(c.batch_size) * 3;
   MessageListener from_learner(

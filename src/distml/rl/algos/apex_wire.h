@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "distml/core/error.h"
+#include "distml/rl/message.h"
 #include "distml/rl/nstep.h"
 #include "distml/rl/prioritized_replay.h"
 
@@ -50,6 +51,20 @@ inline float get_transition(std::span<const float> body, std::size_t i, int obs,
   t.discount = p[obs + act + 1];
   t.next_observation.assign(p + obs + act + 2, p + 2 * obs + act + 2);
   return p[2 * obs + act + 2];
+}
+
+/// The replay's check of what an actor sends: stop, or transitions of kEpisodeFloats + k x
+/// `transition` floats with k <= `most`.
+inline SizeCheck transitions_or_stop(std::size_t transition, std::size_t most) {
+  return [transition, most](MessageKind kind, std::uint64_t floats) {
+    if (kind == MessageKind::stop && floats == 0) return;
+    if (kind != MessageKind::transitions)
+      throw CommError(cat("expected transitions, got a ", kind_name(kind), " message"));
+    const std::uint64_t body = floats - kEpisodeFloats;
+    if (floats < kEpisodeFloats || body % transition || body / transition > most)
+      throw CommError(cat("a transitions message of ", floats, " floats; expected ", kEpisodeFloats,
+                          " + k x ", transition, " with k <= ", most));
+  };
 }
 
 /// Floats of one sampled transition in a `sample` message: index (2), weight, s, a, R,

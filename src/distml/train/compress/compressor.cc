@@ -106,12 +106,6 @@ BucketLayout layout_of(std::span<const torch::Tensor> tensors, const CompressOpt
   return layout;
 }
 
-const std::vector<std::string>& compressor_names() {
-  static const std::vector<std::string> names = {"none", "fp16",    "bf16", "topk",    "randomk",
-                                                 "qsgd", "natural", "sign", "powersgd"};
-  return names;
-}
-
 torch::Tensor PayloadCompressor::combine(const torch::Tensor& decoded) const {
   return decoded.mean(0);
 }
