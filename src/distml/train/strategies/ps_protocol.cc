@@ -43,4 +43,31 @@ std::vector<std::size_t> Layout::buckets_of(int s) const {
   return out;
 }
 
+// LibTorch's optimizers keep at most three tensors per parameter (Adam with amsgrad: exp_avg,
+// exp_avg_sq, max_exp_avg_sq; centred RMSprop with momentum: square_avg, grad_avg,
+// momentum_buffer), each the parameter's size and dtype, and a step count; the archive adds a
+// record of well under 1 KiB per tensor and the parameter groups' options. Four times the bytes
+// and 4 KiB per possible record stays above that with room, and far below what a corrupt size
+// (up to 2^63) would ask for.
+std::size_t Layout::max_state_bytes(int s) const {
+  std::size_t tensors = 0;
+  for (std::size_t b : buckets_of(s)) tensors += buckets[b].size();
+  return 4 * server_bytes[s] + (std::size_t{4} << 10) * (4 * tensors + 16);
+}
+
+Control decode_control(double word, int worker, int server_rank) {
+  if (word == kSync) return Control::sync;
+  if (word == kStop) return Control::stop;
+  if (word == kSave) return Control::save;
+  throw CommError(cat("parameter server rank ", server_rank, ": worker ", worker,
+                      " sent an unknown control word ", word));
+}
+
+std::size_t checked_state_size(std::int64_t size, std::size_t limit, int from) {
+  if (size < 0 || static_cast<std::uint64_t>(size) > limit)
+    throw CommError(cat("parameter server: rank ", from, " announced an optimizer state of ", size,
+                        " bytes; expected 0 to ", limit));
+  return static_cast<std::size_t>(size);
+}
+
 }  // namespace distml::train::ps

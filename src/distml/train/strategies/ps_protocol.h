@@ -31,6 +31,8 @@ struct Layout {
   int server_rank(std::size_t bucket) const { return workers + server_of[bucket]; }
   /// The buckets server index `s` holds, in bucket order.
   std::vector<std::size_t> buckets_of(int s) const;
+  /// The most bytes server index `s`'s optimizer state may take serialised (kStateTag).
+  std::size_t max_state_bytes(int s) const;
 };
 
 // Tags. Per bucket b: its gradients (worker -> server) and parameters (server -> worker).
@@ -48,6 +50,15 @@ constexpr double kSync = 1, kStop = 2, kSave = 3;
 // flat, in parameter order).
 constexpr int kStateTag = 3;
 // Parameters sent in answer to sync use each bucket's pull tag.
+
+/// What a control word from a worker asks for.
+enum class Control { sync, stop, save };
+/// CommError naming `worker` and `server_rank` for a word that is none of kSync, kStop, kSave.
+Control decode_control(double word, int worker, int server_rank);
+
+/// A state size as announced (one int64) by rank `from`: CommError naming it when the size is
+/// negative or above `limit` (Layout::max_state_bytes), before anything is allocated.
+std::size_t checked_state_size(std::int64_t size, std::size_t limit, int from);
 
 /// Staleness histogram bins: 0, 1, ..., kStalenessBins - 2, and "that many or more".
 constexpr std::size_t kStalenessBins = 32;

@@ -104,18 +104,16 @@ bool Server::poll(Peer& w) {
   }
   if (!w.stopped && w.control_work.test()) {
     w.control_work.wait();
-    if (w.control == kStop) {
+    const Control control = decode_control(w.control, w.rank, world_.rank());
+    if (control == Control::stop) {
       w.stopped = true;
-    } else if (w.control == kSync || w.control == kSave) {
-      if (w.control == kSync)
+    } else {
+      if (control == Control::sync)
         w.syncing = true;
       else
         send_state(w.rank);
       w.control_work =
           world_.irecv(comm::Buffer{&w.control, 1, comm::DType::f64}, w.rank, kControlTag);
-    } else {
-      throw CommError(cat("parameter server rank ", world_.rank(), ": worker ", w.rank,
-                          " sent an unknown control word ", w.control));
     }
     progress = true;
   }

@@ -171,9 +171,9 @@ std::string PsStrategy::save_state() {
     world_.send(comm::ConstBuffer{&control_, 1, comm::DType::f64}, server, ps::kControlTag);
     std::int64_t size = 0;
     world_.recv(comm::Buffer{&size, 1, comm::DType::i64}, server, ps::kStateTag);
-    auto bytes = torch::empty({size}, torch::kUInt8);
-    world_.recv(comm::Buffer{bytes.data_ptr(), static_cast<std::size_t>(size), comm::DType::u8},
-                server, ps::kStateTag);
+    const std::size_t n = ps::checked_state_size(size, layout_.max_state_bytes(s), server);
+    auto bytes = torch::empty({static_cast<std::int64_t>(n)}, torch::kUInt8);
+    world_.recv(comm::Buffer{bytes.data_ptr(), n, comm::DType::u8}, server, ps::kStateTag);
     archive.write(cat("server_", s), bytes);
   }
   std::ostringstream out;
@@ -204,7 +204,8 @@ void PsStrategy::resumed_at(std::int64_t) {
     copy_from_flat(flat, params_);
     std::int64_t size = 0;
     world_.recv(comm::Buffer{&size, 1, comm::DType::i64}, 0, ps::kStateTag);
-    std::string state(size, '\0');
+    const int me = world_.rank() - layout_.workers;
+    std::string state(ps::checked_state_size(size, layout_.max_state_bytes(me), 0), '\0');
     world_.recv(comm::Buffer{state.data(), state.size(), comm::DType::u8}, 0, ps::kStateTag);
     server_->load_state(state);
   }
