@@ -1,18 +1,30 @@
 #include "distml/comm/handshake_wire.h"
 
 #include <cstring>
+#include <string_view>
 
 #include "distml/core/error.h"
 
 namespace distml::comm::handshake {
+namespace {
+
+// A NUL-padded field as text: up to its first NUL, or all of it when a peer sent none.
+template <std::size_t N>
+std::string_view text(const char (&field)[N]) {
+  return {field, strnlen(field, N)};
+}
+
+}  // namespace
+
 std::string compare_hellos(std::span<const Hello> hellos) {
   const Hello& a = hellos[0];
   for (const Hello& b : hellos) {
-    if (std::strcmp(a.version, b.version) != 0)
-      return cat("distml version differs: rank 0 runs ", a.version, ", rank ", b.rank, " runs ",
-                 b.version);
-    if (std::strcmp(a.engine, b.engine) != 0)
-      return cat("engine differs: rank 0 uses ", a.engine, ", rank ", b.rank, " uses ", b.engine);
+    if (text(a.version) != text(b.version))
+      return cat("distml version differs: rank 0 runs ", text(a.version), ", rank ", b.rank,
+                 " runs ", text(b.version));
+    if (text(a.engine) != text(b.engine))
+      return cat("engine differs: rank 0 uses ", text(a.engine), ", rank ", b.rank, " uses ",
+                 text(b.engine));
     if (a.world_size != b.world_size)
       return cat("world size differs: rank 0 sees ", a.world_size, ", rank ", b.rank, " sees ",
                  b.world_size);
@@ -25,8 +37,9 @@ std::string compare_hellos(std::span<const Hello> hellos) {
 }
 
 void raise_verdict(const Verdict& verdict) {
-  if (verdict.status == 2) throw TimeoutError(verdict.message);
-  if (verdict.status != 0) throw CommError(verdict.message);
+  const std::string message(text(verdict.message));
+  if (verdict.status == 2) throw TimeoutError(message);
+  if (verdict.status != 0) throw CommError(message);
 }
 
 std::vector<int> checked_host_table(std::span<const std::int32_t> hosts) {
