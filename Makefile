@@ -4,7 +4,7 @@ NP ?= 2
 
 PREFIX ?= /usr/local
 
-.PHONY: all setup build run test test-kernels bench data format clean install
+.PHONY: all setup build run test test-kernels bench data format clean install fuzz
 
 all: build
 
@@ -53,6 +53,15 @@ bench: build data
 	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full
 	/usr/bin/python3 bench/compress_accuracy.py
 	/usr/bin/python3 bench/compress_link.py
+
+# Builds the libFuzzer targets with clang++ into $(BUILD)/fuzz and runs each for FUZZ_SECONDS
+# on a copy of its seed corpus; fails on any crash, leak, hang or sanitizer report (docs/operations.md).
+FUZZ_SECONDS ?= 60
+fuzz: setup $(BUILD)/build.ninja
+	@ninja -C $(BUILD) distml_comm distml_nn
+	bash fuzz/build.sh $(BUILD)/fuzz $(BUILD)
+	@fail=0; for t in $$(cat fuzz/targets.txt); do \
+	  bash fuzz/run.sh $(BUILD)/fuzz $$t $(FUZZ_SECONDS) || fail=1; done; exit $$fail
 
 data: setup
 	@bash scripts/setup.sh --data

@@ -16,6 +16,7 @@ packages=(
   zlib1g-dev libzip-dev  # gzip for IDX files; the zip container of .npz files
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
+  clang libclang-rt-dev  # the fuzz targets: libFuzzer, ASan and UBSan runtimes (make fuzz)
   python3 procps jq  # the tests' JSON checks and process checks; jq for bench scripts
   python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
   python3-sklearn  # the classical estimators are checked against scikit-learn
