@@ -3,9 +3,11 @@
 #include <zip.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <regex>
 
 #include "distml/core/error.h"
@@ -21,10 +23,18 @@ struct ZipEntry {
   }
 };
 
+// The byte width in a descr such as "<f4"; 0 when there is none to read (the conversions then
+// refuse the dtype by name).
 std::size_t element_size(const std::string& dtype) {
+  std::size_t n = 0;
   if (dtype.size() < 3) return 0;
-  return std::stoul(dtype.substr(2));
+  const auto [end, ec] = std::from_chars(dtype.data() + 2, dtype.data() + dtype.size(), n);
+  return ec == std::errc() && end == dtype.data() + dtype.size() ? n : 0;
 }
+
+// NumPy itself refuses to read a header longer than this (numpy.lib.format's max_header_size,
+// 10000 since NumPy 1.24); what it writes for the dtypes read here is about 128 bytes.
+constexpr std::size_t kMaxHeaderBytes = 10000;
 
 template <class T, class Out>
 void convert(const std::string& raw, std::vector<Out>& out) {
@@ -91,6 +101,14 @@ NpyArrayInfo NpzFile::info(const std::string& array) const {
                   static_cast<std::size_t>(static_cast<unsigned char>(preamble[11])) << 24;
   }
   info.data_offset = (preamble[6] >= 2 ? 12 : 10) + header_len;
+  if (header_len > kMaxHeaderBytes)
+    throw DataError(cat(where, ": .npy header of ", header_len, " bytes; NumPy writes at most ",
+                        kMaxHeaderBytes));
+  zip_stat_t stat;
+  zip_stat_init(&stat);
+  if (zip_stat(archive_->zip, entry.c_str(), 0, &stat) != 0 || !(stat.valid & ZIP_STAT_SIZE))
+    throw DataError(cat(where, ": the archive does not say how large the array is"));
+  const std::uint64_t entry_bytes = stat.size;
   std::string header(header_len, '\0');
   if (zip_fread(f.file, header.data(), header_len) != static_cast<zip_int64_t>(header_len))
     throw DataError(cat(where, ": truncated .npy header"));
@@ -105,8 +123,24 @@ NpyArrayInfo NpzFile::info(const std::string& array) const {
     throw DataError(cat(where, ": .npy header without 'shape': ", header));
   const std::string dims = m[1];
   const std::regex number(R"(\d+)");
-  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it)
-    info.shape.push_back(std::stoull(it->str()));
+  // The elements must fit in the entry: a shape read from a corrupt header would otherwise size
+  // the buffers of read_floats / read_ints.
+  std::uint64_t elements = 1;
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  for (std::sregex_iterator it(dims.begin(), dims.end(), number), end; it != end; ++it) {
+    const std::string text = it->str();
+    std::uint64_t d = 0;
+    const auto [stop, ec] = std::from_chars(text.data(), text.data() + text.size(), d);
+    if (ec != std::errc() || stop != text.data() + text.size())
+      throw DataError(cat(where, ": .npy shape (", dims, ") has a dimension beyond 2^64"));
+    info.shape.push_back(static_cast<std::size_t>(d));
+    elements = d != 0 && elements > kMax / d ? kMax : elements * d;
+  }
+  const std::uint64_t width = std::max<std::size_t>(1, element_size(info.dtype));
+  const std::uint64_t data_bytes = elements > kMax / width ? kMax : elements * width;
+  if (info.data_offset > entry_bytes || data_bytes > entry_bytes - info.data_offset)
+    throw DataError(cat(where, ": truncated: its header says shape (", dims, ") of '", info.dtype,
+                        "', more than the ", entry_bytes, "-byte entry holds"));
   if (info.dtype.size() > 1 && info.dtype[0] == '>' && element_size(info.dtype) > 1)
     throw DataError(cat(where, ": big-endian dtype '", info.dtype,
                         "'; save it as little-endian (a.astype(a.dtype.newbyteorder('<')))"));
