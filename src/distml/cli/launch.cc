@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <sstream>
 #include <thread>
 
@@ -22,6 +23,7 @@
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
 #include "netns_cluster.h"
+#include "slurm.h"
 
 namespace distml::cli {
 namespace {
@@ -63,7 +65,19 @@ struct Child {
   pid_t pid = -1;
   int out = -1, err = -1;  // pipes when prefixing output
   std::string out_buf, err_buf;
+  std::string err_tail;  // the end of its stderr, when kept
   bool running = true;
+  bool stopped = false;  // the launcher sent it SIGTERM to stop
+  bool killed = false;   // ... and then SIGKILL
+};
+
+// How a job's processes ended.
+struct JobEnd {
+  int code = 0;              // the first failing process's exit code, or 0
+  int failed = -1;           // its index
+  std::string cause;         // "rank 1 was killed by signal 9 (Killed)"
+  bool interrupted = false;  // a signal from outside was passed on to the processes
+  std::string stderr_tail;   // with keep_stderr: the end of what they wrote to stderr
 };
 
 // Writes the complete lines of `buf` to `fd`, each prefixed with "[rank] ".
@@ -97,11 +111,19 @@ struct ChildSpec {
   std::string name;
 };
 
+// Why a process ended, in words: "exited with code 3", "was killed by signal 9 (Killed)".
+std::string ending_of(int status) {
+  if (WIFSIGNALED(status))
+    return cat("was killed by signal ", WTERMSIG(status), " (", strsignal(WTERMSIG(status)), ")");
+  return cat("exited with code ", exit_code_of(status));
+}
+
 // Starts the processes, forwards SIGINT/SIGTERM/SIGHUP to them, and when one fails stops the
-// others; returns the first failing exit code, or 0. With `prefix_output` each output line
-// is prefixed with the process's index (its rank).
-int run_children(const std::vector<ChildSpec>& specs, bool prefix_output) {
-  if (::pipe(signal_pipe) != 0) throw Error("distml launch: pipe failed");
+// others. With `prefix_output` each output line is prefixed with the process's index (its
+// rank); with `keep_stderr` their output passes through pipes and the end of each one's
+// stderr is kept in JobEnd::stderr_tail (for mpirun's account of which rank failed).
+JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr) {
+  if (signal_pipe[0] < 0 && ::pipe(signal_pipe) != 0) throw Error("distml launch: pipe failed");
   struct sigaction sa {};
   sa.sa_handler = on_signal;
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
@@ -109,16 +131,16 @@ int run_children(const std::vector<ChildSpec>& specs, bool prefix_output) {
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a signal held while the cluster was built
 
+  const bool piped = prefix_output || keep_stderr;
   const int count = static_cast<int>(specs.size());
   std::vector<Child> children(count);
   for (int r = 0; r < count; ++r) {
     int out[2], err[2];
-    if (prefix_output && (::pipe(out) != 0 || ::pipe(err) != 0))
-      throw Error("distml launch: pipe failed");
+    if (piped && (::pipe(out) != 0 || ::pipe(err) != 0)) throw Error("distml launch: pipe failed");
     pid_t pid = ::fork();
     if (pid < 0) throw Error("distml launch: fork failed");
     if (pid == 0) {
-      if (prefix_output) {
+      if (piped) {
         ::dup2(out[1], 1);
         ::dup2(err[1], 2);
         ::close(out[0]), ::close(err[0]), ::close(out[1]), ::close(err[1]);
@@ -127,17 +149,26 @@ int run_children(const std::vector<ChildSpec>& specs, bool prefix_output) {
       exec(specs[r].argv);
     }
     children[r].pid = pid;
-    if (prefix_output) {
+    if (piped) {
       ::close(out[1]), ::close(err[1]);
       children[r].out = out[0];
       children[r].err = err[0];
     }
   }
 
-  int first_failure = 0;
+  JobEnd end;
+  bool cause_killed = false;  // end.cause is a signal from outside the launcher
   auto deadline_kill = std::chrono::steady_clock::time_point::max();
   int running = count;
-  while (running > 0) {
+  // Until every child has ended and every pipe is drained (the last words name the cause).
+  auto open_pipes = [&] {
+    for (const auto& c : children)
+      if (c.out >= 0 || c.err >= 0) return true;
+    return false;
+  };
+  // After the last child, its pipes are drained for a moment more (a grandchild may hold one).
+  auto drain_until = std::chrono::steady_clock::time_point::max();
+  while (running > 0 || (open_pipes() && std::chrono::steady_clock::now() < drain_until)) {
     std::vector<pollfd> fds{{signal_pipe[0], POLLIN, 0}};
     for (auto& c : children)
       for (int fd : {c.out, c.err})
@@ -145,9 +176,11 @@ int run_children(const std::vector<ChildSpec>& specs, bool prefix_output) {
     ::poll(fds.data(), fds.size(), 100);
     if (fds[0].revents & POLLIN) {
       unsigned char sig;
-      if (::read(signal_pipe[0], &sig, 1) == 1)
+      if (::read(signal_pipe[0], &sig, 1) == 1) {
+        end.interrupted = true;
         for (auto& c : children)
           if (c.running) ::kill(c.pid, sig);
+      }
     }
     for (int r = 0; r < count; ++r) {
       auto& c = children[r];
@@ -157,12 +190,19 @@ int run_children(const std::vector<ChildSpec>& specs, bool prefix_output) {
         pollfd p{*fd, POLLIN, 0};
         if (::poll(&p, 1, 0) <= 0) continue;
         ssize_t n = ::read(*fd, buf, sizeof buf);
-        std::string& pending = fd == &c.out ? c.out_buf : c.err_buf;
-        if (n > 0) {
+        const int to = fd == &c.out ? 1 : 2;
+        if (n > 0 && to == 2 && keep_stderr) {
+          c.err_tail.append(buf, n);
+          if (c.err_tail.size() > 8192) c.err_tail.erase(0, c.err_tail.size() - 8192);
+        }
+        std::string& pending = to == 1 ? c.out_buf : c.err_buf;
+        if (n > 0 && !prefix_output) {
+          [[maybe_unused]] auto w = ::write(to, buf, n);
+        } else if (n > 0) {
           pending.append(buf, n);
-          flush_lines(pending, fd == &c.out ? 1 : 2, r, false);
+          flush_lines(pending, to, r, false);
         } else {
-          flush_lines(pending, fd == &c.out ? 1 : 2, r, true);
+          if (prefix_output) flush_lines(pending, to, r, true);
           ::close(*fd);
           *fd = -1;
         }
@@ -174,46 +214,112 @@ int run_children(const std::vector<ChildSpec>& specs, bool prefix_output) {
       for (auto& c : children) {
         if (c.pid != pid) continue;
         c.running = false;
-        --running;
-        int code = exit_code_of(status);
-        if (code != 0 && first_failure == 0) {
-          first_failure = code;
-          std::fprintf(stderr, "distml launch: %s exited with code %d; stopping the others\n",
-                       specs[&c - children.data()].name.c_str(), code);
+        if (--running == 0)
+          drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        const int code = exit_code_of(status);
+        // A process killed by a signal we did not send is the likelier cause than one that
+        // exited with an error in the same moment (a peer that lost its connection to it).
+        const bool killed = WIFSIGNALED(status) &&
+                            !(c.stopped && WTERMSIG(status) == (c.killed ? SIGKILL : SIGTERM));
+        if (code != 0 && (end.code == 0 || (killed && !cause_killed))) {
+          const bool first = end.code == 0;
+          end.code = code;
+          end.failed = static_cast<int>(&c - children.data());
+          end.cause = cat(specs[end.failed].name, " ", ending_of(status));
+          cause_killed = killed;
+          std::fprintf(stderr,
+                       first ? "distml launch: %s; stopping the others\n"
+                             : "distml launch: %s, the cause of the failure above\n",
+                       end.cause.c_str());
+          if (!first) continue;
           // One rank failed: stop the rest, politely first.
           for (auto& other : children)
-            if (other.running) ::kill(other.pid, SIGTERM);
+            if (other.running) {
+              ::kill(other.pid, SIGTERM);
+              other.stopped = true;
+            }
           deadline_kill = std::chrono::steady_clock::now() + std::chrono::seconds(5);
         }
       }
     }
     if (std::chrono::steady_clock::now() > deadline_kill)
       for (auto& c : children)
-        if (c.running) ::kill(c.pid, SIGKILL);
+        if (c.running && !c.killed) {
+          ::kill(c.pid, SIGKILL);
+          c.killed = true;
+        }
   }
-  for (auto& c : children)
+  for (auto& c : children) {
     for (int fd : {c.out, c.err})
       if (fd >= 0) ::close(fd);
-  return first_failure;
+    end.stderr_tail += c.err_tail;
+  }
+  return end;
 }
 
-// The ranks as local processes that meet through a TCPStore on 127.0.0.1.
-int launch_local_processes(const LaunchOptions& o) {
+// The ranks as local processes that meet through a TCPStore on 127.0.0.1; a fresh port for
+// every start, so that a restart never meets the previous job's store.
+JobEnd launch_local_processes(const LaunchOptions& o, int np) {
   const std::string port =
       std::getenv("MASTER_PORT") ? std::getenv("MASTER_PORT") : std::to_string(free_port());
   const char* addr = std::getenv("MASTER_ADDR");
-  std::vector<ChildSpec> specs(o.np);
-  for (int r = 0; r < o.np; ++r)
+  std::vector<ChildSpec> specs(np);
+  for (int r = 0; r < np; ++r)
     specs[r] = {o.command,
                 {{"RANK", std::to_string(r)},
                  {"LOCAL_RANK", std::to_string(r)},
-                 {"WORLD_SIZE", std::to_string(o.np)},
+                 {"WORLD_SIZE", std::to_string(np)},
                  {"MASTER_ADDR", addr ? addr : "127.0.0.1"},
                  {"MASTER_PORT", port},
                  {kLaunchedVar, "1"},
                  {kEngineVar, o.engine}},
                 cat("rank ", r)};
-  return run_children(specs, o.prefix_output);
+  return run_children(specs, o.prefix_output, false);
+}
+
+// mpirun's own account of the rank that ended the job, from the end of its stderr: "rank 1
+// was killed by signal 9 (Killed)" or "rank 1 exited with code 3"; empty when it gave none.
+std::string mpirun_failure(const std::string& stderr_tail) {
+  static const std::regex killed(
+      R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\))");
+  static const std::regex exited(R"(Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+))");
+  std::smatch m;
+  if (std::regex_search(stderr_tail, m, killed))
+    return cat("rank ", m[1].str(), " on ", m[2].str(), " was killed by signal ", m[3].str(), " (",
+               m[4].str(), ")");
+  if (std::regex_search(stderr_tail, m, exited))
+    return cat("rank ", m[1].str(), " exited with code ", m[2].str());
+  return "";
+}
+
+// Runs the job, and after a failure runs it again (run_job(np, restarts so far)) while
+// restarts are left: each start's ranks find the count in DISTML_RESTARTS and resume from
+// their newest checkpoint. With --min-np a lost rank is not replaced: the job goes on with
+// one rank fewer while at least min_np remain. An interrupt from outside is never restarted.
+int supervise(const LaunchOptions& o, const std::function<JobEnd(int, int)>& run_job) {
+  const int max_restarts =
+      o.max_restarts >= 0 ? o.max_restarts : (o.min_np > 0 ? o.np - o.min_np : 0);
+  int np = o.np;
+  for (int restarts = 0;; ++restarts) {
+    ::setenv(kRestartsVar, std::to_string(restarts).c_str(), 1);
+    const JobEnd end = run_job(np, restarts);
+    if (end.code == 0 || end.interrupted) return end.code;
+    const std::string cause = end.cause.empty() ? cat("exit code ", end.code) : end.cause;
+    if (restarts == max_restarts) {
+      if (max_restarts > 0)
+        std::fprintf(stderr, "distml launch: %s; no restart left (%d done)\n", cause.c_str(),
+                     restarts);
+      return end.code;
+    }
+    if (o.min_np > 0 && --np < o.min_np) {
+      std::fprintf(stderr, "distml launch: %s; fewer than --min-np %d ranks would be left\n",
+                   cause.c_str(), o.min_np);
+      return end.code;
+    }
+    std::fprintf(stderr, "distml launch: restart %d of %d after %s%s\n", restarts + 1, max_restarts,
+                 cause.c_str(),
+                 o.min_np > 0 ? cat("; continuing with ", np, " ranks").c_str() : "");
+  }
 }
 
 // The first host a hostfile names (its first word that is not a comment).
@@ -278,7 +384,7 @@ int launch_netns_cluster(LaunchOptions o) {
   std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
                shape.hosts, shape.ranks_per_host,
                shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
-  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun"}}, false);
+  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun"}}, false, false).code;
 }
 
 }  // namespace
@@ -320,6 +426,7 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
     argv.insert(argv.end(),
                 {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
   argv.insert(argv.end(), {"-x", kLaunchedVar, "-x", kEngineVar, "-x", kStdoutTtyVar});
+  if (std::getenv(kRestartsVar)) argv.insert(argv.end(), {"-x", kRestartsVar});
   for (const char* var : {"MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"})
     if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});
   if (o.prefix_output) argv.push_back("--tag-output");
@@ -335,23 +442,46 @@ int launch(const LaunchOptions& o) {
     throw UsageError("engine 'local' runs ranks as threads of one process and needs no launcher");
   comm::check_engine_name(o.engine);
   ::setenv(kStdoutTtyVar, stdout_is_terminal() ? "1" : "0", 1);
+  const bool elastic = o.min_np > 0;
+  if (elastic &&
+      (o.engine != "gloo" || !o.hosts.empty() || !o.hostfile.empty() || !o.netns_cluster.empty()))
+    throw UsageError(
+        "--min-np: a job shrinks on the gloo engine on one machine only (--engine gloo, without "
+        "--hosts, --hostfile or --netns-cluster); mpi's world is fixed when it starts");
+  if (elastic && (o.min_np > o.np))
+    throw UsageError(cat("--min-np ", o.min_np, " is more than --np ", o.np));
   if (!o.netns_cluster.empty()) {
+    if (o.max_restarts > 0)
+      throw UsageError("--max-restarts: a job on --netns-cluster is not restarted yet");
     if (!o.hosts.empty() || !o.hostfile.empty())
       throw UsageError("--netns-cluster makes its own hosts: leave out --hosts and --hostfile");
     return launch_netns_cluster(o);
   }
   if (!o.bandwidth.empty() || !o.latency.empty())
     throw UsageError("--bandwidth and --latency shape the links of --netns-cluster only");
+  // Inside a Slurm allocation srun starts the ranks, as many as it has tasks (slurm.h).
+  if (const auto slurm = comm::read_slurm_env(); launches_with_srun(o, slurm)) {
+    if (o.max_restarts > 0 || elastic)
+      throw UsageError("--max-restarts and --min-np: not inside a Slurm allocation yet");
+    return launch_with_srun(o, slurm);
+  }
   if (o.np < 1) throw UsageError(cat("--np/-n must be at least 1, got ", o.np));
   // gloo on one machine: local processes; across hosts, mpirun starts them (the ranks read
   // its rank variables) and they meet at the first host's TCPStore.
-  if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty()) return launch_local_processes(o);
+  if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty())
+    return supervise(o, [&](int np, int) { return launch_local_processes(o, np); });
   std::string master = "127.0.0.1";
   if (!o.hostfile.empty()) master = first_host(o.hostfile);
   if (!o.hosts.empty()) master = split_list(o.hosts).front();
   prepare_mpirun_environment(o, master.substr(0, master.find(':')));
   // mpirun forwards signals to the ranks and exits with the first failing rank's code.
-  exec(mpirun_command(o, cores(), ::geteuid() == 0));
+  if (o.max_restarts <= 0) exec(mpirun_command(o, cores(), ::geteuid() == 0));
+  return supervise(o, [&](int, int) {
+    JobEnd end =
+        run_children({{mpirun_command(o, cores(), ::geteuid() == 0), {}, "mpirun"}}, false, true);
+    if (auto rank = mpirun_failure(end.stderr_tail); !rank.empty()) end.cause = rank;
+    return end;
+  });
 }
 
 void add_launch_command(CLI::App& app) {
@@ -361,7 +491,9 @@ void add_launch_command(CLI::App& app) {
       "Start N ranks of a command: under mpirun (--engine mpi) or as local processes that "
       "rendezvous through a TCPStore (--engine gloo). Exits with the first failing rank's "
       "code.\nExample: distml launch -n 4 -- ./my_program --flag");
-  sub->add_option("-n,--np", o->np, "Number of ranks (with --netns-cluster: implied)");
+  sub->add_option("-n,--np", o->np,
+                  "Number of ranks (with --netns-cluster: implied; inside a Slurm allocation: "
+                  "SLURM_NTASKS by default, started with srun)");
   auto* hosts = sub->add_option("--hosts", o->hosts,
                                 "Hosts and slots, e.g. h1:2,h2:2; mpirun starts the ranks there");
   sub->add_option("--hostfile", o->hostfile, "An OpenMPI hostfile (mpi and gloo)")->excludes(hosts);
@@ -376,6 +508,7 @@ void add_launch_command(CLI::App& app) {
   sub->add_option("--latency", o->latency,
                   "With --netns-cluster: a one-way delay per link, e.g. 1ms (needs tc netem)");
   sub->add_flag("--prefix-output", o->prefix_output, "Prefix each output line with its rank");
+  add_restart_options(*sub, *o);
   sub->add_option("command", o->command, "The command to run, after --")->expected(1, -1);
   sub->callback([o] { std::exit(launch(*o)); });
 }
@@ -385,10 +518,45 @@ bool stdout_is_terminal() {
   return ::isatty(1);
 }
 
-void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv) {
+void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic) {
+  command
+      .add_option("--max-restarts", o.max_restarts,
+                  "When a rank dies (signal, out of memory, non-zero exit, lost host), stop the "
+                  "others and start the job again, up to N times; a run resumes from its newest "
+                  "whole checkpoint (train.checkpoint_dir, run.checkpoint_dir)")
+      ->check(CLI::NonNegativeNumber);
+  if (!elastic) return;
+  command
+      .add_option("--min-np", o.min_np,
+                  "gloo on one machine: a lost rank is not replaced; the job resumes from its "
+                  "checkpoint with the ranks left while at least M remain (elastic)")
+      ->check(CLI::PositiveNumber);
+}
+
+void check_restart_options(const LaunchOptions& s, const std::string& engine, bool np_given,
+                           const std::string& checkpoint_dir, const char* checkpoint_key) {
+  if (s.max_restarts <= 0 && s.min_np == 0) return;
+  const char* flag = s.min_np > 0 ? "--min-np" : "--max-restarts";
+  if (engine == "local")
+    throw UsageError(cat(flag,
+                         " restarts processes: the local engine runs ranks as threads of "
+                         "one; use --engine mpi or gloo"));
+  if (checkpoint_dir.empty())
+    throw UsageError(cat(flag, " resumes from the newest checkpoint: set ", checkpoint_key));
+  if (!np_given && !std::getenv(kLaunchedVar))
+    throw UsageError(cat(flag, " needs --np: distml then launches the ranks and restarts them"));
+}
+
+int restarts_so_far() {
+  const char* v = std::getenv(kRestartsVar);
+  return v && std::getenv(kLaunchedVar) ? std::atoi(v) : 0;
+}
+
+void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv,
+                           const LaunchOptions& supervision) {
   if (np <= 0 || engine == "local" || std::getenv(kLaunchedVar)) return;
   std::string self = std::filesystem::read_symlink("/proc/self/exe");
-  LaunchOptions o;
+  LaunchOptions o = supervision;
   o.np = np;
   o.engine = engine;
   o.command.push_back(self);
@@ -410,7 +578,10 @@ void run_on_ranks(const std::string& engine, int np, const comm::CommOptions& op
     comm::local::run_ranks(std::max(np, 1), options, body);
     return;
   }
-  if (engine == "gloo") comm::adopt_mpirun_rank_variables();
+  if (engine == "gloo") {
+    comm::adopt_mpirun_rank_variables();
+    comm::adopt_slurm_rank_variables();  // a task srun started: its rank from SLURM_PROCID
+  }
   auto comm = comm::connect({engine, ""}, options);
   body(*comm);
 }

@@ -24,6 +24,8 @@ struct LaunchOptions {
   std::string bandwidth, latency;  // their links' shaping
   std::string engine = "mpi";
   bool prefix_output = false;  // prefix every output line with the rank
+  int max_restarts = -1;       // restarts after a failure (-1: unset, 0 unless min_np is set)
+  int min_np = 0;              // > 0: a lost rank is not replaced while this many remain (gloo)
   std::vector<std::string> command;
 };
 
@@ -34,6 +36,12 @@ inline constexpr const char* kEngineVar = "DISTML_ENGINE";
 /// Whether the launcher's stdout is a terminal ("1" or "0"): mpirun gives ranks a
 /// pseudo-terminal even when its own output goes to a pipe.
 inline constexpr const char* kStdoutTtyVar = "DISTML_STDOUT_IS_TTY";
+
+/// How many times the launcher has restarted the job ("0" on its first start).
+inline constexpr const char* kRestartsVar = "DISTML_RESTARTS";
+
+/// The restarts so far of the job this process belongs to (0 when not launched).
+int restarts_so_far();
 
 /// Whether this process's output ends up on a terminal (asks the launcher when launched).
 bool stdout_is_terminal();
@@ -51,9 +59,21 @@ void add_launch_command(CLI::App& app);
 /// A TCP port on 127.0.0.1 that nothing listens on right now.
 int free_port();
 
+/// Adds --max-restarts (and, where the command can shrink, --min-np) to a command that
+/// launches ranks, filling `o`.
+void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic = true);
+
+/// UsageError when the restart options in `s` cannot work: on the local engine (its ranks are
+/// threads), without a checkpoint to resume from (`checkpoint_dir`, set by `checkpoint_key`),
+/// or without --np outside a launched job (nothing would start the ranks again).
+void check_restart_options(const LaunchOptions& s, const std::string& engine, bool np_given,
+                           const std::string& checkpoint_dir, const char* checkpoint_key);
+
 /// If `np` > 0 and this process was not itself launched, re-runs the current command line
-/// (minus --np) under `distml launch -n np --engine engine` and exits with its code.
-void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv);
+/// (minus --np) under `distml launch -n np --engine engine` with the restart options of
+/// `supervision`, and exits with its code.
+void relaunch_if_requested(int np, const std::string& engine, int argc, char** argv,
+                           const LaunchOptions& supervision = {});
 
 /// Runs `body` on this process's ranks: `np` threads for the local engine; otherwise this
 /// process's one rank, connected over `engine` (under mpirun or distml launch).

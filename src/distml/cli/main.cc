@@ -12,7 +12,9 @@
 #include "launch.h"
 #include "plan.h"
 #include "predict.h"
+#include "report.h"
 #include "rl.h"
+#include "slurm.h"
 #include "torch_commands.h"
 #include "train.h"
 
@@ -25,6 +27,7 @@ static bool fixable_by_user(const std::exception& e) {
 }
 
 int main(int argc, char** argv) {
+  distml::cli::default_to_gloo_under_srun();  // before the engine picks the binary and defaults
 #ifndef DISTML_WITH_TORCH
   if (distml::cli::needs_torch(argc, argv)) {
     try {
@@ -51,6 +54,7 @@ int main(int argc, char** argv) {
 #endif
   distml::cli::add_fit_command(app, argc, argv);
   distml::cli::add_predict_command(app, argc, argv);
+  distml::cli::add_report_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

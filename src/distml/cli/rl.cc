@@ -13,8 +13,10 @@
 #include "distml/core/error.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/envs/env.h"
+#include "distml/rl/run_monitor.h"
 #include "event_printer.h"
 #include "launch.h"
+#include "run_dir.h"
 #include "torch_commands.h"
 
 namespace distml::cli {
@@ -30,7 +32,10 @@ struct RlOptions {
   std::string engine = "mpi";
   std::string resume;
   bool json = false;
-  std::string timeline_path;  // --timeline FILE; empty: none
+  std::string timeline_path;    // --timeline FILE; empty: none
+  bool timeline_given = false;  // --timeline, with or without FILE (run_dir.h)
+  std::string run_dir;
+  LaunchOptions supervision;  // --max-restarts
 };
 
 // The tuned defaults of an (algorithm, environment) pair, when the examples have them.
@@ -72,14 +77,23 @@ void print_rl_event(EventPrinter& printer, const nlohmann::json& e) {
 }
 
 void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator& comm,
-             Clock::time_point start) {
+             Clock::time_point start, RunDir* run_dir) {
   comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
+  if (const int restarts = restarts_so_far(); restarts > 0 && comm.rank() == 0)
+    std::fprintf(stderr, "distml: restart %d: %s\n", restarts,
+                 config.run.resume.empty()
+                     ? "no checkpoint was written yet; starting over"
+                     : cat("resuming from ", rl::checkpoint_path(config.run.resume)).c_str());
   std::optional<EventPrinter> printer;
   rl::RunHooks hooks;
   hooks.timeline = recording.timeline();
   if (comm.rank() == 0) {
     printer.emplace(o.json, "env steps");
-    hooks.event = [&](const nlohmann::json& e) { print_rl_event(*printer, e); };
+    if (run_dir) run_dir->begin(rl::canonical_text(config));
+    hooks.event = [&](const nlohmann::json& e) {
+      if (run_dir) run_dir->record(e);
+      print_rl_event(*printer, e);
+    };
     hooks.progress = [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); };
   } else {  // the replay of apex watches actors too: its losses go to stderr
     hooks.event = [rank = comm.rank()](const nlohmann::json& e) {
@@ -94,7 +108,7 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
   if (comm.rank() != 0) return;
   printer->finish();
   const double wall_s = seconds_since(start);
-  if (o.json) {
+  if (o.json || run_dir) {
     nlohmann::json done = {{"event", "done"},
                            {"algo", config.algo.name},
                            {"env", config.env.name},
@@ -103,10 +117,13 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
                            {"env_steps", r.env_steps},
                            {"env_steps_per_sec", r.env_steps_per_sec},
                            {"np", comm.size()},
+                           {"restarts", restarts_so_far()},
                            {"wall_s", wall_s}};
     done.update(r.report);
-    std::cout << done.dump() << std::endl;
-  } else {
+    if (run_dir) run_dir->finish(done);
+    if (o.json) std::cout << done.dump() << std::endl;
+  }
+  if (!o.json) {
     std::printf(
         "%s on %s: mean return %.2f over %lld evaluation episodes after %lld env steps "
         "(%.0f env steps/s); %.1f s in all\n",
@@ -133,13 +150,26 @@ void run(RlOptions o, int argc, char** argv) {
   rl::RlConfig config = rl::load_rl_config(path, sets);
   if (!config.run.resume.empty() && config.run.checkpoint_dir.empty())
     config.run.checkpoint_dir = config.run.resume;  // a resumed run goes on saving there
-  if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv);
+  check_restart_options(o.supervision, o.engine, o.np_given, config.run.checkpoint_dir,
+                        "run.checkpoint_dir (and run.checkpoint_every)");
+  const int restarts = restarts_so_far();
+  // A restarted job resumes from its checkpoint where one was written (every rank sees the
+  // same file on one machine; across hosts, put run.checkpoint_dir on a shared file system).
+  if (restarts > 0 && std::filesystem::exists(rl::checkpoint_path(config.run.checkpoint_dir)))
+    config.run.resume = config.run.checkpoint_dir;
+  // Checked by every process before any rank writes.
+  std::optional<RunDir> run_dir;
+  if (!o.run_dir.empty()) run_dir.emplace(o.run_dir, !config.run.resume.empty() || restarts > 0);
+  o.timeline_path =
+      timeline_destination(run_dir ? &*run_dir : nullptr, o.timeline_given, o.timeline_path);
+  if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv, o.supervision);
 
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.run.timeout_s * 1000));
   copts.fingerprint = fingerprint(rl::canonical_text(config));
-  run_on_ranks(o.engine, o.np, copts,
-               [&](comm::Communicator& comm) { rl_rank(config, o, comm, start); });
+  run_on_ranks(o.engine, o.np, copts, [&](comm::Communicator& comm) {
+    rl_rank(config, o, comm, start, run_dir ? &*run_dir : nullptr);
+  });
 }
 
 }  // namespace
@@ -164,11 +194,16 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("--resume", o->resume,
                   "Continue from the checkpoint in this directory (and keep saving there)");
   sub->add_flag("--json", o->json, "Events as JSON lines on stdout; the last is the done line");
-  sub->add_option("--timeline", o->timeline_path,
-                  "Write every rank's rollouts, learner updates and waits to this file as a "
-                  "Chrome-trace JSON (open it in ui.perfetto.dev)");
-  sub->callback([o, np, argc, argv] {
+  auto* timeline =
+      sub->add_option("--timeline", o->timeline_path,
+                      "Write every rank's rollouts, learner updates and waits to this file as a "
+                      "Chrome-trace JSON (open it in ui.perfetto.dev)");
+  timeline->expected(0, 1);  // with --run-dir, no FILE: DIR/timeline.json
+  add_run_dir_option(*sub, o->run_dir);
+  add_restart_options(*sub, o->supervision, /*elastic=*/false);
+  sub->callback([o, np, timeline, argc, argv] {
     o->np_given = np->count() > 0;
+    o->timeline_given = timeline->count() > 0;
     run(*o, argc, argv);
   });
 }

@@ -9,10 +9,13 @@
 
 #include "distml/comm/engines.h"
 #include "distml/comm/timeline_exchange.h"
+#include "distml/core/clock.h"
 #include "distml/core/error.h"
+#include "distml/train/strategy_factory.h"
 #include "distml/train/trainer.h"
 #include "event_printer.h"
 #include "launch.h"
+#include "run_dir.h"
 #include "torch_commands.h"
 
 namespace distml::cli {
@@ -27,7 +30,10 @@ struct TrainOptions {
   std::string resume;
   bool json = false;
   bool print_config = false;
-  std::string timeline_path;  // --timeline FILE; empty: none
+  std::string timeline_path;    // --timeline FILE; empty: none
+  bool timeline_given = false;  // --timeline, with or without FILE (run_dir.h)
+  std::string run_dir;
+  LaunchOptions supervision;  // --max-restarts, --min-np
 };
 
 std::string hex(std::uint64_t v) {
@@ -63,6 +69,7 @@ nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& dat
                       {"optimizer_state_bytes", r.optimizer_state_bytes},
                       {"param_checksum", hex(r.param_checksum)},
                       {"np", np},
+                      {"restarts", restarts_so_far()},
                       {"wall_s", r.wall_s}};
   j.update(test_metrics(r.test, loss));
   if (data.kind == train::TaskKind::language_model) j["test_perplexity"] = r.test.perplexity;
@@ -109,26 +116,69 @@ void print_event(EventPrinter& printer, const nlohmann::json& e) {
   std::fflush(stdout);
 }
 
+// --resume, and after a restart the newest checkpoint of train.checkpoint_dir (where none was
+// written yet, the run starts over). Rank 0 says where it resumed.
+void resume_as_asked(train::Trainer& trainer, const train::TrainConfig& config,
+                     const TrainOptions& o, const comm::Communicator& comm) {
+  const int restarts = restarts_so_far();
+  // Under --min-np a restart may have fewer ranks than the checkpoint; the sampler re-shards.
+  const auto change =
+      o.supervision.min_np > 0 ? train::WorldChange::allow_smaller : train::WorldChange::refuse;
+  std::optional<train::ResumePoint> from;
+  if (restarts > 0) from = trainer.resume_if_present(config.train.checkpoint_dir, change);
+  if (!from && !o.resume.empty()) from = trainer.resume(o.resume, change);
+  if (comm.rank() != 0 || restarts == 0) return;
+  if (!from) {
+    std::fprintf(stderr, "distml: restart %d: no checkpoint was written yet; starting over\n",
+                 restarts);
+    return;
+  }
+  const int np = comm.size();
+  const std::string ranks = from->saved_world_size != np
+                                ? cat(" on ", np, " of its ", from->saved_world_size, " ranks")
+                                : std::string();
+  std::fprintf(stderr, "distml: restart %d: resuming from %s at step %lld%s\n", restarts,
+               from->path.c_str(), static_cast<long long>(from->global_step), ranks.c_str());
+}
+
 // One rank's whole run; rank 0 reports.
 void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::Communicator& comm,
-                const train::TaskData& data, std::chrono::steady_clock::time_point start) {
+                const train::TaskData& data, std::chrono::steady_clock::time_point start,
+                RunDir* run_dir) {
   comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
   train::Trainer trainer(config, comm, data);
-  if (!o.resume.empty()) trainer.resume(o.resume);
+  resume_as_asked(trainer, config, o, comm);
   std::optional<EventPrinter> printer;
   if (comm.rank() == 0) printer.emplace(o.json, "steps");
+  if (comm.rank() == 0 && run_dir) run_dir->begin(train::described_config(config));
   trainer.record_into(recording.timeline());
-  auto result =
-      trainer.run([&](const nlohmann::json& e) { print_event(*printer, e); },
-                  [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); });
+  auto result = trainer.run(
+      [&](nlohmann::json e) {
+        e["elapsed_s"] = seconds_since(start);  // for plots against wall time (distml report)
+        if (run_dir) run_dir->record(e);
+        print_event(*printer, e);
+      },
+      [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); });
   recording.finish();  // rank 0 writes every rank's events
   if (comm.rank() != 0) return;
   printer->finish();
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const auto done = done_line(result, data, config.train.loss, comm.size());
+  if (run_dir) run_dir->finish(done);
   if (o.json)
-    std::cout << done_line(result, data, config.train.loss, comm.size()).dump() << std::endl;
+    std::cout << done.dump() << std::endl;
   else
     print_summary(result, data, config.train.loss);
+}
+
+// Restarts resume from checkpoints, and need a launcher that can start the ranks again; a run
+// that shrinks needs a strategy and data that can go on with fewer ranks.
+void check_supervision(const TrainOptions& o, const train::TrainConfig& config) {
+  check_restart_options(o.supervision, o.engine, o.np_given, config.train.checkpoint_dir,
+                        "train.checkpoint_dir (and train.checkpoint_every)");
+  if (o.supervision.min_np == 0) return;
+  if (const auto why = train::why_it_cannot_shrink(config); !why.empty())
+    throw UsageError(cat("--min-np: ", why, "; use --max-restarts to restart on all ranks"));
 }
 
 void run(TrainOptions o, int argc, char** argv) {
@@ -143,13 +193,21 @@ void run(TrainOptions o, int argc, char** argv) {
   }
   if (!o.resume.empty() && config.train.checkpoint_dir.empty())
     config.train.checkpoint_dir = o.resume;  // a resumed run goes on saving where it left off
-  if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv);
+  check_supervision(o, config);
+  // Checked by every process before any rank writes; a restarted job goes on in its folder.
+  std::optional<RunDir> run_dir;
+  if (!o.run_dir.empty()) run_dir.emplace(o.run_dir, !o.resume.empty() || restarts_so_far() > 0);
+  o.timeline_path =
+      timeline_destination(run_dir ? &*run_dir : nullptr, o.timeline_given, o.timeline_path);
+  if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv, o.supervision);
 
   const auto data = train::load_task_data(config.data, config.train.seed);
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.train.timeout_s * 1000));
-  run_on_ranks(o.engine, o.np, copts,
-               [&](comm::Communicator& comm) { train_rank(config, o, comm, data, start); });
+  copts.stall_warn = comm::Millis(static_cast<long long>(config.train.stall_warn_s * 1000));
+  run_on_ranks(o.engine, o.np, copts, [&](comm::Communicator& comm) {
+    train_rank(config, o, comm, data, start, run_dir ? &*run_dir : nullptr);
+  });
 }
 
 }  // namespace
@@ -171,14 +229,19 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
                   "Continue exactly from the checkpoint in this directory (and keep saving there "
                   "unless train.checkpoint_dir says otherwise)");
   sub->add_flag("--json", o->json, "Metrics as JSON lines on stdout; the last is the done line");
-  sub->add_option("--timeline", o->timeline_path,
-                  "Write every rank's steps, communication, evaluations and checkpoints to this "
-                  "file as a Chrome-trace JSON (open it in ui.perfetto.dev)");
+  auto* timeline = sub->add_option(
+      "--timeline", o->timeline_path,
+      "Write every rank's steps, communication, evaluations and checkpoints to this "
+      "file as a Chrome-trace JSON (open it in ui.perfetto.dev)");
+  timeline->expected(0, 1);  // with --run-dir, no FILE: DIR/timeline.json
+  add_run_dir_option(*sub, o->run_dir);
+  add_restart_options(*sub, o->supervision);
   sub->add_flag("--print-config", o->print_config,
                 "Print every config key with its resolved value, its default and where it came "
                 "from (the file, --set, or the default), then exit");
-  sub->callback([o, np, argc, argv] {
+  sub->callback([o, np, timeline, argc, argv] {
     o->np_given = np->count() > 0;
+    o->timeline_given = timeline->count() > 0;
     run(*o, argc, argv);
   });
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "distml/comm/engine.h"
 #include "distml/comm/handshake.h"
 #include "distml/comm/reduce.h"
+#include "distml/comm/stall_inspector.h"
 
 namespace distml::comm {
 namespace {
@@ -71,6 +73,10 @@ Communicator::Communicator(std::unique_ptr<Engine> engine, CommOptions options)
   DML_CHECK(engine_ != nullptr, "communicator needs an engine");
   if (options_.timeout.count() <= 0) throw UsageError("communicator timeout must be positive");
   host_of_ = exchange_fingerprint(*engine_, options_);
+  if (options_.stall_warn.count() > 0 && size() > 1)
+    inspector_ = std::make_shared<StallInspector>(
+        *engine_, options_.stall_warn,
+        [](const std::string& line) { std::fprintf(stderr, "distml: %s\n", line.c_str()); });
 }
 
 int Communicator::ranks_per_host() const {
@@ -267,6 +273,13 @@ void Communicator::execute(Op& op) {
 
 void Communicator::run(Op& op) {
   check_usable();
+  struct Inspected {  // tells the inspector which operation this rank waits in
+    StallInspector* inspector;
+    ~Inspected() {
+      if (inspector) inspector->left();
+    }
+  } inspected{inspector_.get()};
+  if (inspector_) inspector_->entered(op.seq, op.name());
   try {
     execute(op);
   } catch (const TimeoutError& e) {
@@ -295,7 +308,14 @@ Work Communicator::submit(Op op) {
   op.seq = next_seq_++;
   auto shared = std::make_shared<Op>(std::move(op));
   auto name = shared->name();
-  return Work(queue_->run_async([this, shared] { run(*shared); }, name), options_.timeout);
+  std::function<std::string()> diagnosis;
+  if (inspector_)
+    diagnosis = [inspector = std::weak_ptr(inspector_)] {
+      auto alive = inspector.lock();
+      return alive ? alive->last_report() : std::string();
+    };
+  return Work(queue_->run_async([this, shared] { run(*shared); }, name), options_.timeout,
+              std::move(diagnosis));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -441,7 +461,9 @@ std::unique_ptr<Communicator> Communicator::split(int color, int key) {
                                     group.members.begin());
   auto engine = engine_->split(group, Deadline::after(options_.timeout));
   if (color < 0) return nullptr;
-  return std::make_unique<Communicator>(std::move(engine), options_);
+  CommOptions options = options_;
+  options.stall_warn = Millis{0};  // only the world is inspected: sub-groups' stalls show there
+  return std::make_unique<Communicator>(std::move(engine), options);
 }
 
 }  // namespace distml::comm

@@ -26,6 +26,7 @@ class ShmSegment;
 
 class Engine;
 class CollectiveQueue;
+class StallInspector;
 
 /// How a communicator is set up. Every rank must pass the same values.
 struct CommOptions {
@@ -33,6 +34,9 @@ struct CommOptions {
   Millis timeout{300'000};
   /// After a timeout, how long a rank listens for the others before naming the missing ones.
   Millis diagnose_grace{3'000};
+  /// > 0: after this long in one collective, the rank logs which ranks it waits for, and
+  /// again at a back-off (stall_inspector.h); 0: no inspector.
+  Millis stall_warn{0};
   /// A caller's hash (of its config, model shapes, ...) that must agree on every rank.
   std::uint64_t fingerprint = 0;
   /// Before each collective, check that all ranks call the same operation with the same
@@ -143,6 +147,7 @@ class Communicator {
   std::vector<int> host_of_;
   std::unique_ptr<ShmSegment> shm_;  // this host's ranks', made by the first collective needing it
   std::unique_ptr<CollectiveQueue> queue_;
+  std::shared_ptr<StallInspector> inspector_;  // with options.stall_warn; stops before the engine
   std::atomic<std::uint64_t> next_seq_{0};
   std::uint64_t splits_ = 0;
   mutable std::mutex broken_mutex_;

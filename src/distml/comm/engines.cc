@@ -4,6 +4,7 @@
 
 #include "distml/comm/engine.h"
 #include "distml/comm/mpi/mpi_connect.h"
+#include "distml/comm/slurm_env.h"
 #ifndef DISTML_NO_GLOO
 #include "distml/comm/gloo/gloo_connect.h"
 #endif
@@ -24,9 +25,10 @@ void check_engine_name(std::string_view name) {
 std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOptions& options) {
   check_engine_name(where.engine);
   std::unique_ptr<Engine> engine;
-  if (where.engine == "mpi")
+  if (where.engine == "mpi") {
+    check_mpi_can_start();  // srun without PMIx: say so before MPI_Init aborts
     engine = mpi::connect_engine(options.timeout);
-  else if (where.engine == "gloo")
+  } else if (where.engine == "gloo")
 #ifdef DISTML_NO_GLOO  // distml_engines_without_gloo: the gloo engine needs LibTorch's c10d
     throw UsageError(
         "this binary is built without the gloo engine (it needs LibTorch); the distml command "
@@ -62,14 +64,20 @@ void adopt_mpirun_rank_variables() {
 
 std::unique_ptr<Communicator> connect(const CommOptions& options) {
   ConnectOptions where;
-  if (const char* engine = std::getenv("DISTML_ENGINE")) where.engine = engine;
+  if (const char* engine = std::getenv("DISTML_ENGINE"))
+    where.engine = engine;
+  else if (srun_task_without_pmix())
+    where.engine = "gloo";  // srun started the ranks without what MPI needs to meet
   check_engine_name(where.engine);
   if (where.engine == "local")
     throw UsageError(
         "DISTML_ENGINE=local: the local engine runs ranks as threads of one process, with no "
         "launcher; start the program with `distml launch --engine mpi|gloo`, or run its ranks "
         "with comm::local::run_ranks");
-  if (where.engine == "gloo") adopt_mpirun_rank_variables();
+  if (where.engine == "gloo") {
+    adopt_mpirun_rank_variables();
+    adopt_slurm_rank_variables();
+  }
   return connect(where, options);
 }
 

@@ -28,8 +28,9 @@ void check_engine_name(std::string_view name);
 /// process started for gloo connects over mpi alone.
 std::unique_ptr<Communicator> connect(const ConnectOptions& where, const CommOptions& options);
 
-/// Connects with the engine and ranks that `distml launch` set (DISTML_ENGINE, default mpi; for
-/// gloo under mpirun, the ranks mpirun gave). What a program of one's own calls. UsageError
+/// Connects with the engine and ranks that `distml launch` set (DISTML_ENGINE, default mpi, or
+/// gloo in a task that srun started without PMIx; for gloo under mpirun or srun, the ranks they
+/// gave: slurm_env.h). What a program of one's own calls. UsageError
 /// for DISTML_ENGINE=local (its ranks are threads: comm::local::run_ranks) or an unknown name.
 std::unique_ptr<Communicator> connect(const CommOptions& options = {});
 

@@ -13,8 +13,11 @@ bool Work::test() {
 
 void Work::wait(Millis timeout) {
   if (!request_) return;
-  if (!request_->wait_until(Deadline::after(timeout)))
-    throw TimeoutError(cat(request_->describe(), ": not complete after ", timeout.count(), " ms"));
+  if (!request_->wait_until(Deadline::after(timeout))) {
+    const std::string why = diagnosis_ ? diagnosis_() : "";
+    throw TimeoutError(cat(request_->describe(), ": not complete after ", timeout.count(), " ms",
+                           why.empty() ? "" : "; ", why));
+  }
 }
 
 }  // namespace distml::comm

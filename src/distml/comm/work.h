@@ -7,7 +7,9 @@
 // its buffers must stay alive until then.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <string>
 
 #include "distml/comm/request.h"
 
@@ -16,8 +18,13 @@ namespace distml::comm {
 class Work {
  public:
   Work() = default;
-  Work(std::shared_ptr<Request> request, Millis default_timeout)
-      : request_(std::move(request)), default_timeout_(default_timeout) {}
+  /// `diagnosis`, when given, is appended to a timeout's message (the stall inspector's last
+  /// account of the ranks waited for).
+  Work(std::shared_ptr<Request> request, Millis default_timeout,
+       std::function<std::string()> diagnosis = {})
+      : request_(std::move(request)),
+        default_timeout_(default_timeout),
+        diagnosis_(std::move(diagnosis)) {}
 
   /// True when the operation has finished (successfully or not); never blocks.
   bool test();
@@ -35,6 +42,7 @@ class Work {
  private:
   std::shared_ptr<Request> request_;
   Millis default_timeout_{0};
+  std::function<std::string()> diagnosis_;
 };
 
 }  // namespace distml::comm

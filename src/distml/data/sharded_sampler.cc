@@ -37,11 +37,25 @@ const std::vector<std::size_t>& ShardedSampler::order(std::uint64_t epoch) const
   return cached_order_;
 }
 
-std::vector<std::size_t> ShardedSampler::indices(std::uint64_t epoch, std::size_t step) const {
-  if (step >= steps_)
-    throw UsageError(cat("ShardedSampler: step ", step, " >= steps_per_epoch ", steps_));
+std::size_t ShardedSampler::steps_after(std::size_t offset) const {
+  if (offset >= dataset_size_) return 0;
   const std::size_t global = batch_ * static_cast<std::size_t>(world_size_);
-  const std::size_t window = step * global;
+  const std::size_t left = dataset_size_ - offset;
+  return drop_last_ ? left / global : (left + global - 1) / global;
+}
+
+SamplerPosition ShardedSampler::settled(const SamplerPosition& at) const {
+  if (at.step == 0 && at.offset > 0 && steps_after(at.offset) == 0) return {at.epoch + 1, 0};
+  return at;
+}
+
+std::vector<std::size_t> ShardedSampler::indices(const SamplerPosition& at) const {
+  const std::size_t steps = steps_after(at.offset);
+  if (at.step >= steps)
+    throw UsageError(cat("ShardedSampler: step ", at.step, " >= the epoch's ", steps, " steps",
+                         at.offset ? cat(" after offset ", at.offset) : std::string()));
+  const std::size_t global = batch_ * static_cast<std::size_t>(world_size_);
+  const std::size_t window = at.offset + at.step * global;
   const std::size_t len = std::min(global, dataset_size_ - window);
   std::size_t begin, end;
   if (len == global) {
@@ -52,24 +66,41 @@ std::vector<std::size_t> ShardedSampler::indices(std::uint64_t epoch, std::size_
     begin = window + b.begin;
     end = window + b.end;
   }
-  const std::vector<std::size_t>& o = order(epoch);
+  const std::vector<std::size_t>& o = order(at.epoch);
   return std::vector<std::size_t>(o.begin() + begin, o.begin() + end);
 }
 
+SamplerPosition ShardedSampler::following(const SamplerPosition& at) const {
+  SamplerPosition next = at;
+  if (++next.step >= steps_after(at.offset)) next = {at.epoch + 1, 0};
+  return next;
+}
+
+std::size_t ShardedSampler::steps_before_epoch(std::uint64_t epoch) const {
+  if (position_.epoch >= epoch) return 0;
+  return steps_after(position_.offset) - position_.step +
+         static_cast<std::size_t>(epoch - position_.epoch - 1) * steps_;
+}
+
+SamplerPosition ShardedSampler::resharded(const SamplerPosition& at, int saved_world_size) const {
+  const std::size_t taken =
+      at.offset + at.step * batch_ * static_cast<std::size_t>(saved_world_size);
+  return settled({at.epoch, 0, std::min(taken, dataset_size_)});
+}
+
 std::vector<std::size_t> ShardedSampler::next() {
-  std::vector<std::size_t> out = indices(position_.epoch, position_.step);
-  if (++position_.step == steps_) {
-    position_.step = 0;
-    ++position_.epoch;
-  }
+  std::vector<std::size_t> out = indices(position_);
+  position_ = following(position_);
   return out;
 }
 
 void ShardedSampler::restore(const SamplerPosition& position) {
-  if (position.step >= steps_)
-    throw CheckpointError(cat("ShardedSampler: saved step ", position.step, " >= steps_per_epoch ",
-                              steps_, " (epoch ", position.epoch, ")"));
-  position_ = position;
+  const SamplerPosition at = settled(position);
+  const std::size_t steps = steps_after(at.offset);
+  if (at.step >= steps)
+    throw CheckpointError(cat("ShardedSampler: saved step ", at.step, " >= the epoch's ", steps,
+                              " steps (epoch ", at.epoch, ", offset ", at.offset, ")"));
+  position_ = at;
 }
 
 }  // namespace distml::data

@@ -12,6 +12,11 @@
 //      cut with comm::block_range(R, W, r): the first R % W ranks get R / W + 1 indices and
 //      the others R / W, which may be 0. Concatenation in rank order is still the window,
 //      but ranks' batch sizes then differ, so a trainer must weight by batch size.
+//   5. When the world changes in mid-epoch (an elastic restart on fewer ranks), resharded()
+//      starts a new run of windows where the old one stopped: the epoch's first `offset`
+//      global positions are taken, and the windows of the new G follow from there. No sample
+//      of the epoch is skipped or repeated; with drop_last only the tail shorter than one new
+//      window is dropped, as at any epoch's end.
 #pragma once
 
 #include <cstddef>
@@ -24,6 +29,9 @@ namespace distml::data {
 struct SamplerPosition {
   std::uint64_t epoch = 0;
   std::size_t step = 0;
+  // Global positions of this epoch taken before its step 0: nonzero only after the world
+  // changed in mid-epoch (resharded()).
+  std::size_t offset = 0;
   bool operator==(const SamplerPosition&) const = default;
 };
 
@@ -39,7 +47,18 @@ class ShardedSampler {
   /// Number of steps in every epoch (at least 1).
   std::size_t steps_per_epoch() const { return steps_; }
   /// This rank's indices at (epoch, step); step < steps_per_epoch(), else UsageError.
-  std::vector<std::size_t> indices(std::uint64_t epoch, std::size_t step) const;
+  std::vector<std::size_t> indices(std::uint64_t epoch, std::size_t step) const {
+    return indices({epoch, step});
+  }
+  /// This rank's indices at a position, of an epoch that may start at an offset.
+  std::vector<std::size_t> indices(const SamplerPosition& at) const;
+  /// The position after `at`: the next step, or the next epoch's first after the last.
+  SamplerPosition following(const SamplerPosition& at) const;
+  /// Steps from the current position to the start of `epoch` (0 when there already).
+  std::size_t steps_before_epoch(std::uint64_t epoch) const;
+  /// Where a run of `saved_world_size` ranks at `at` goes on with this sampler's world:
+  /// the same epoch, from the first global position it had not taken.
+  SamplerPosition resharded(const SamplerPosition& at, int saved_world_size) const;
 
   /// This rank's indices at the current position, then advances it (to the next epoch
   /// after the last step).
@@ -56,6 +75,10 @@ class ShardedSampler {
 
  private:
   const std::vector<std::size_t>& order(std::uint64_t epoch) const;
+  // Steps of an epoch whose first `offset` global positions were taken already.
+  std::size_t steps_after(std::size_t offset) const;
+  // `at`, or the next epoch's start when no step of `at`'s epoch is left to take.
+  SamplerPosition settled(const SamplerPosition& at) const;
 
   std::size_t dataset_size_;
   int world_size_, rank_;

@@ -15,9 +15,10 @@ namespace {
 // Keys a resumed run may change: they steer the run, not the trajectory.
 bool steers_the_run_only(const std::string& key) {
   static const std::set<std::string> keys = {
-      "train.epochs",           "train.max_steps",      "train.log_every", "train.eval_every",
-      "train.checkpoint_every", "train.checkpoint_dir", "train.export",    "train.export_module",
-      "train.timeout_s",        "train.threads"};
+      "train.epochs",           "train.max_steps",        "train.log_every",
+      "train.eval_every",       "train.checkpoint_every", "train.checkpoint_dir",
+      "train.keep_checkpoints", "train.export",           "train.export_module",
+      "train.timeout_s",        "train.stall_warn_s",     "train.threads"};
   return keys.contains(key);
 }
 
@@ -122,6 +123,8 @@ std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& o
                 torch::tensor(static_cast<std::int64_t>(position.sampler.epoch), torch::kInt64));
   archive.write("sampler_step",
                 torch::tensor(static_cast<std::int64_t>(position.sampler.step), torch::kInt64));
+  archive.write("sampler_offset",
+                torch::tensor(static_cast<std::int64_t>(position.sampler.offset), torch::kInt64));
   archive.write("world_size", torch::tensor(static_cast<std::int64_t>(ranks.size())));
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     archive.write(cat("rng_", r), bytes_tensor(ranks[r].rng));
@@ -137,7 +140,7 @@ std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& o
 
 Resumed decode_checkpoint(const std::string& payload, const std::string& path, nn::Model& model,
                           torch::optim::Optimizer& optimizer, int rank, int world_size,
-                          const TrainConfig& config) {
+                          const TrainConfig& config, WorldChange change) {
   torch::serialize::InputArchive archive, model_archive, optimizer_archive;
   try {
     archive.load_from(payload.data(), payload.size());
@@ -145,7 +148,8 @@ Resumed decode_checkpoint(const std::string& payload, const std::string& path, n
         trajectory_difference(tensor_bytes(read_tensor(archive, "config")), canonical_text(config));
     if (!difference.empty()) throw CheckpointError(cat(path, ": cannot resume: ", difference));
     const auto saved_world = read_int(archive, "world_size");
-    if (saved_world != world_size)
+    const bool fewer_allowed = change == WorldChange::allow_smaller && saved_world > world_size;
+    if (saved_world != world_size && !fewer_allowed)
       throw CheckpointError(cat(path, ": written by a run of ", saved_world,
                                 " ranks; resume it with the same number, not ", world_size));
     archive.read("model", model_archive);
@@ -170,8 +174,14 @@ Resumed decode_checkpoint(const std::string& payload, const std::string& path, n
     resumed.position.global_step = read_int(archive, "global_step");
     resumed.position.sampler.epoch = read_int(archive, "sampler_epoch");
     resumed.position.sampler.step = read_int(archive, "sampler_step");
+    if (torch::Tensor offset; archive.try_read("sampler_offset", offset))
+      resumed.position.sampler.offset = static_cast<std::size_t>(offset.item<std::int64_t>());
+    resumed.saved_world_size = static_cast<int>(saved_world);
     resumed.own.rng = tensor_bytes(read_tensor(archive, cat("rng_", rank)));
     resumed.own.strategy = tensor_bytes(read_tensor(archive, cat("strategy_", rank)));
+    if (saved_world != world_size)
+      for (std::int64_t r = 0; r < saved_world; ++r)
+        resumed.strategies.push_back(tensor_bytes(read_tensor(archive, cat("strategy_", r))));
     return resumed;
   } catch (const CheckpointError&) {
     throw;

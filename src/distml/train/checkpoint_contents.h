@@ -37,16 +37,28 @@ std::string encode_checkpoint(const nn::Model& model, torch::optim::Optimizer& o
 
 struct Resumed {
   TrainingPosition position;
-  RankState own;  // what rank `rank` saved
+  RankState own;             // what rank `rank` saved
+  int saved_world_size = 0;  // the number of ranks that wrote it
+  // Every saved rank's Strategy::save_state(), when they were more than this run's ranks.
+  std::vector<std::string> strategies;
+};
+
+/// Which checkpoints a resume takes by their number of ranks.
+enum class WorldChange {
+  refuse,         // only one written by as many ranks as this run has
+  allow_smaller,  // also one of more ranks (an elastic restart on fewer): rank r takes rank
+                  // r's random state, the strategy every rank's (Resumed::strategies), and
+                  // the caller re-shards the sampler's position
 };
 
 /// Loads a payload into the model and optimizer, and returns where to go on from and what
 /// rank `rank` saved of its own. CheckpointError naming `path` when it was written by a run
 /// whose configuration differs in a key that shapes the trajectory (run keys such as
-/// train.epochs may change), by another number of ranks, for another model, or is unreadable.
+/// train.epochs may change), by another number of ranks (fewer, with allow_smaller), for
+/// another model, or is unreadable.
 Resumed decode_checkpoint(const std::string& payload, const std::string& path, nn::Model& model,
                           torch::optim::Optimizer& optimizer, int rank, int world_size,
-                          const TrainConfig& config);
+                          const TrainConfig& config, WorldChange change = WorldChange::refuse);
 
 /// An optimizer's state, serialised, and loading it back.
 std::string optimizer_state(torch::optim::Optimizer& optimizer);

@@ -1,6 +1,7 @@
 #include "distml/train/checkpoint_exchange.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "distml/core/error.h"
 #include "distml/train/checkpoint_file.h"
@@ -53,25 +54,33 @@ void write_on_rank0(const std::string& path, const std::function<std::string()>&
   throw CheckpointError(cat("rank 0 could not write the checkpoint ", path));
 }
 
-std::string read_on_rank0(const std::string& path, comm::Communicator& comm) {
-  std::string payload, why;
-  std::int64_t size = -1;
+CheckpointRead read_newest_on_rank0(const std::string& dir, comm::Communicator& comm) {
+  CheckpointRead read;
+  std::string why;
+  std::int64_t sizes[2] = {-1, 0};  // payload, path
   if (comm.rank() == 0) {
     try {
-      payload = read_checked_file(path);
-      size = static_cast<std::int64_t>(payload.size());
+      read = read_newest_checkpoint(dir, [](const std::string& path, const std::string& error) {
+        std::fprintf(stderr,
+                     "distml: warning: skipping checkpoint %s (%s); trying the one before\n",
+                     path.c_str(), error.c_str());
+      });
+      sizes[0] = static_cast<std::int64_t>(read.payload.size());
+      sizes[1] = static_cast<std::int64_t>(read.path.size());
     } catch (const std::exception& e) {
       why = e.what();
     }
   }
-  comm.broadcast(comm::Buffer{&size, 1, comm::DType::i64}, 0);
-  if (size < 0) {
+  comm.broadcast(comm::Buffer{sizes, 2, comm::DType::i64}, 0);
+  if (sizes[0] < 0) {
     if (comm.rank() == 0) throw CheckpointError(why);
-    throw CheckpointError(cat("rank 0 could not read the checkpoint ", path));
+    throw CheckpointError(cat("rank 0 could not read a checkpoint in ", dir));
   }
-  payload.resize(size);
-  comm.broadcast(comm::Buffer{payload.data(), payload.size(), comm::DType::u8}, 0);
-  return payload;
+  read.payload.resize(sizes[0]);
+  read.path.resize(sizes[1]);
+  comm.broadcast(comm::Buffer{read.path.data(), read.path.size(), comm::DType::u8}, 0);
+  comm.broadcast(comm::Buffer{read.payload.data(), read.payload.size(), comm::DType::u8}, 0);
+  return read;
 }
 
 }  // namespace distml::train

@@ -9,6 +9,7 @@
 
 #include "distml/comm/communicator.h"
 #include "distml/train/checkpoint_contents.h"
+#include "distml/train/checkpoint_dir.h"
 
 namespace distml::train {
 
@@ -20,8 +21,9 @@ std::vector<RankState> gather_rank_states(const RankState& mine, comm::Communica
 void write_on_rank0(const std::string& path, const std::function<std::string()>& encode,
                     comm::Communicator& comm);
 
-/// Collective. Rank 0 reads the checksummed file at `path` and sends its payload to every
-/// rank; a CheckpointError on every rank when it could not.
-std::string read_on_rank0(const std::string& path, comm::Communicator& comm);
+/// Collective. Rank 0 reads the newest whole checkpoint of `dir` (checkpoint_dir.h), warning on
+/// stderr about each newer one it skips, and sends its path and payload to every rank; a
+/// CheckpointError on every rank when there is none.
+CheckpointRead read_newest_on_rank0(const std::string& dir, comm::Communicator& comm);
 
 }  // namespace distml::train

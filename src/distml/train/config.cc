@@ -93,9 +93,11 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("train", "eval_every", 0, CONFIG_FIELD(train.eval_every)),
       K::int_key("train", "checkpoint_every", 0, CONFIG_FIELD(train.checkpoint_every)),
       K::string_key("train", "checkpoint_dir", CONFIG_FIELD(train.checkpoint_dir)),
+      K::int_key("train", "keep_checkpoints", 1, CONFIG_FIELD(train.keep_checkpoints)),
       K::string_key("train", "export", CONFIG_FIELD(train.export_path)),
       K::string_key("train", "export_module", CONFIG_FIELD(train.export_module)),
       K::float_key("train", "timeout_s", config::kPositive, CONFIG_FIELD(train.timeout_s)),
+      K::float_key("train", "stall_warn_s", config::kNonNegative, CONFIG_FIELD(train.stall_warn_s)),
       K::int_key("train", "slow_rank", -1, CONFIG_FIELD(train.slow_rank)),
       K::float_key("train", "slow_factor", config::kAtLeastOne, CONFIG_FIELD(train.slow_factor)),
 

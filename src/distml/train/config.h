@@ -39,9 +39,12 @@ struct TrainLoopConfig {
   std::int64_t eval_every = 0;         // steps between evaluations (0: at the end of each epoch)
   std::int64_t checkpoint_every = 0;   // steps between checkpoints (0: only at the end)
   std::string checkpoint_dir;          // empty: no checkpoints
-  std::string export_path;             // final weights as a torch.load-able name -> tensor file
+  std::int64_t keep_checkpoints =
+      2;                        // the newest this many are kept (an older one to fall back on)
+  std::string export_path;      // final weights as a torch.load-able name -> tensor file
   std::string export_module;    // TorchScript models: the trained module, torch.jit.load-able
   double timeout_s = 300;       // deadline of every collective
+  double stall_warn_s = 60;     // a collective waited in this long is reported (0: never)
   std::int64_t slow_rank = -1;  // straggler experiments: this rank's compute is slowed
   double slow_factor = 1;       // ... by this factor (it sleeps (factor - 1) x its compute)
 };

@@ -131,4 +131,18 @@ std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communi
   throw ConfigError(cat(config.source, ": strategy.name: unknown strategy '", c.name, "'"));
 }
 
+std::string why_it_cannot_shrink(const TrainConfig& config) {
+  const auto& c = config.strategy;
+  if (config.data.dataset == "npz")
+    return "npz data is read in part by each rank, in blocks cut for the ranks that start";
+  if (config.parallel.pipeline_stages > 1 || config.parallel.tensor > 1)
+    return "a split model (parallel.pipeline_stages or parallel.tensor > 1) needs every stage "
+           "and tensor rank it was cut for";
+  if (c.name == "ps" || c.name == "hybrid")
+    return cat("strategy ", c.name, " keeps parameters or table rows on ranks of their own");
+  if (c.name == "easgd" && c.asynchronous)
+    return "asynchronous easgd keeps its centre variable on a rank of its own";
+  return "";
+}
+
 }  // namespace distml::train

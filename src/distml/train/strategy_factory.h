@@ -12,4 +12,10 @@ namespace distml::train {
 /// ConfigError when the strategy's keys do not fit this run (world size, other keys).
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm);
 
+/// Why a run of this configuration cannot go on with fewer ranks from its checkpoint
+/// (--min-np); empty when it can. Those that can are the data-parallel strategies, whose
+/// replicas are one model at a checkpoint and whose per-rank state, if any, is a compressor's
+/// residual that a lost rank may take with it, and ZeRO, which cuts its optimizer shards again.
+std::string why_it_cannot_shrink(const TrainConfig& config);
+
 }  // namespace distml::train

@@ -15,6 +15,7 @@
 #include "distml/data/prefetch_loader.h"
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/checkpoint_contents.h"
+#include "distml/train/checkpoint_dir.h"
 #include "distml/train/checkpoint_exchange.h"
 #include "distml/train/model_export.h"
 #include "distml/train/model_setup.h"
@@ -26,10 +27,6 @@
 #include "distml/train/strategy_factory.h"
 
 namespace distml::train {
-
-std::string checkpoint_path(const std::string& dir) {
-  return (std::filesystem::path(dir) / "checkpoint.dml").string();
-}
 
 namespace {
 
@@ -142,10 +139,13 @@ struct Trainer::State {
     return split ? split->tensors() : part ? part->own : model.tensors();
   }
 
+  // From the sampler's position, so that a run resumed on fewer ranks (whose epochs have
+  // more steps) still ends with the last epoch.
   std::int64_t total_steps() const {
     return config.train.max_steps > 0
                ? config.train.max_steps
-               : config.train.epochs * static_cast<std::int64_t>(sampler.steps_per_epoch());
+               : global_step + static_cast<std::int64_t>(sampler.steps_before_epoch(
+                                   static_cast<std::uint64_t>(config.train.epochs)));
   }
 
   // One optimizer step on this rank's batch; returns its mean loss.
@@ -302,29 +302,43 @@ struct Trainer::State {
     const auto ranks = gather_rank_states(
         {generator_state(), strategy->save_state(), grid ? optimizer_state(*optimizer) : ""},
         checkpointing());
+    const auto& dir = config.train.checkpoint_dir;
     write_on_rank0(
-        checkpoint_path(config.train.checkpoint_dir),
+        checkpoint_file(dir, global_step),
         [&] {
           return encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config);
         },
         checkpointing());
+    if (checkpointing().rank() == 0) keep_newest_checkpoints(dir, config.train.keep_checkpoints);
     if (part) pipeline::release_other_stages(*part);
   }
 
   // The checkpoint holds the whole model: with stages every rank takes it whole, keeps its
   // own stage (with tensor ranks, its slices), and frees the rest again.
-  data::SamplerPosition restore(const std::string& dir) {
-    const std::string path = checkpoint_path(dir);
+  // With WorldChange::allow_smaller a checkpoint of more ranks resumes on these: the epoch
+  // goes on from the first sample the old world had not taken (sharded_sampler.h).
+  data::SamplerPosition restore(const std::string& dir, ResumePoint& from, WorldChange change) {
     if (part) pipeline::hold_other_stages(*part);
     auto& ranks = checkpointing();
-    const auto resumed = decode_checkpoint(read_on_rank0(path, ranks), path, model, *optimizer,
-                                           ranks.rank(), ranks.size(), config);
+    const auto read = read_newest_on_rank0(dir, ranks);
+    from.path = read.path;
+    const auto resumed = decode_checkpoint(read.payload, read.path, model, *optimizer, ranks.rank(),
+                                           ranks.size(), config, change);
     if (split) split->slice_from_whole();
     if (part) pipeline::release_other_stages(*part);
     set_generator_state(resumed.own.rng);
-    strategy->load_state(resumed.own.strategy);
     global_step = resumed.position.global_step;
-    return resumed.position.sampler;
+    from.saved_world_size = resumed.saved_world_size;
+    if (resumed.saved_world_size == ranks.size()) {
+      strategy->load_state(resumed.own.strategy);
+      return resumed.position.sampler;
+    }
+    if (data.is_shard)
+      throw CheckpointError(cat(read.path, ": written by ", resumed.saved_world_size,
+                                " ranks that each read their own part of the data; going on with ",
+                                ranks.size(), " would read other rows"));
+    strategy->load_resharded_state(resumed.strategies, ranks.rank());
+    return sampler.resharded(resumed.position.sampler, resumed.saved_world_size);
   }
 };
 
@@ -348,12 +362,25 @@ void Trainer::record_into(Timeline* timeline) {
   s_->strategy->record_into(timeline);
 }
 
-void Trainer::resume(const std::string& dir) {
+ResumePoint Trainer::resume(const std::string& dir, WorldChange change) {
   if (s_->grid && s_->config.parallel.schedule == "ddg")
     throw ConfigError(cat("--resume ", dir, ": ", kDdgHoldsBatches));
+  ResumePoint from;
   // A rank that does not train reads no checkpoint: its strategy hears from the others.
-  if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir));
+  if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir, from, change));
   s_->strategy->resumed_at(s_->global_step);
+  from.global_step = s_->global_step;
+  return from;
+}
+
+std::optional<ResumePoint> Trainer::resume_if_present(const std::string& dir, WorldChange change) {
+  // World rank 0 trains (servers and centres are the last ranks) and decides for all, so that a
+  // server resumes exactly when its workers do.
+  std::int32_t present = 0;
+  if (s_->world.rank() == 0) present = !checkpoints_newest_first(dir).empty();
+  s_->world.broadcast(comm::Buffer{&present, 1, comm::DType::i32}, 0);
+  if (!present) return std::nullopt;
+  return resume(dir, change);
 }
 
 TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progress) {
@@ -396,7 +423,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     if (reporter && on_event)
       on_event({{"event", "checkpoint"},
                 {"step", s.global_step},
-                {"path", checkpoint_path(t.checkpoint_dir)}});
+                {"path", checkpoint_file(t.checkpoint_dir, s.global_step)}});
   };
   const auto loop_start = Clock::now();
   mark = loop_start;
@@ -418,9 +445,8 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
       result.comm_time_s += stats.comm_seconds;
       overlapped += stats.overlapped_seconds;
       result.early_bucket_launches += stats.early_launches;
-      position = batch->position;
-      const bool epoch_end = ++position.step == s.sampler.steps_per_epoch();
-      if (epoch_end) position = {position.epoch + 1, 0};
+      position = s.sampler.following(batch->position);
+      const bool epoch_end = position.epoch != batch->position.epoch;
       if (reporter && on_progress) on_progress(s.global_step, total);
 
       const bool last = s.global_step == total;

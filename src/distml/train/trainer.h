@@ -14,7 +14,8 @@
 //     R sleeps (slow_factor - 1) x its forward/backward time first: a straggler.
 //  4. Every log_every steps the mean loss is averaged across ranks and reported; at the end of
 //     an epoch (or every eval_every steps) the test split is evaluated; every
-//     checkpoint_every steps rank 0 writes a checkpoint.
+//     checkpoint_every steps rank 0 writes a checkpoint (the newest
+//     train.keep_checkpoints are kept, checkpoint_dir.h).
 //
 // BatchNorm: each rank normalises with its own batch's statistics during training (as PyTorch
 // DDP does by default, and as the single-process reference would with batch_size samples);
@@ -28,11 +29,13 @@
 #include <functional>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "distml/comm/communicator.h"
 #include "distml/core/timeline.h"
 #include "distml/nn/model_registry.h"
+#include "distml/train/checkpoint_contents.h"  // WorldChange
 #include "distml/train/config.h"
 #include "distml/train/objective.h"
 #include "distml/train/task_data.h"
@@ -57,6 +60,13 @@ struct TrainResult {
   double wall_s = 0;
 };
 
+/// Where a run resumed: the checkpoint file and its step.
+struct ResumePoint {
+  std::string path;
+  std::int64_t global_step = 0;
+  int saved_world_size = 0;  // the ranks that wrote it: more than this run's after a shrink
+};
+
 /// Receives rank 0's events: {"event": "step" | "eval" | "checkpoint", ...} as JSON objects.
 using EventSink = std::function<void(const nlohmann::json&)>;
 /// Called on rank 0 after every step with (global step, total steps).
@@ -70,9 +80,14 @@ class Trainer {
   Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data);
   ~Trainer();
 
-  /// Continues from the checkpoint in `dir` (CheckpointError when missing, corrupt, or
-  /// written by a run whose model, data, batch or world size differ).
-  void resume(const std::string& dir);
+  /// Continues from the newest whole checkpoint in `dir`, skipping damaged newer ones with a
+  /// warning (CheckpointError when there is none, or it was written by a run whose model,
+  /// data, batch or world size differ; a larger world is taken with allow_smaller, as after
+  /// an elastic restart). Returns the file and the step it resumed at.
+  ResumePoint resume(const std::string& dir, WorldChange change = WorldChange::refuse);
+  /// As resume() when `dir` holds a checkpoint file (as rank 0 sees it); nullopt otherwise.
+  std::optional<ResumePoint> resume_if_present(const std::string& dir,
+                                               WorldChange change = WorldChange::refuse);
 
   TrainResult run(const EventSink& on_event = {}, const ProgressSink& on_progress = {});
 
@@ -92,8 +107,5 @@ class Trainer {
   struct State;
   std::unique_ptr<State> s_;
 };
-
-/// The path of the checkpoint file inside a checkpoint directory.
-std::string checkpoint_path(const std::string& dir);
 
 }  // namespace distml::train

@@ -39,6 +39,39 @@ std::unique_ptr<torch::optim::Optimizer> optimizer_like(torch::optim::Optimizer&
   throw UsageError("zero: can shard the state of sgd, adam and adamw only");
 }
 
+void load_archive(torch::optim::Optimizer& optimizer, const std::string& bytes) {
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
+  optimizer.load(archive);
+}
+
+// The per-element tensors of a shard optimizer's state (momentum; Adam's moments), in a fixed
+// order; what else it holds (Adam's step count) is the same on every rank.
+std::vector<torch::Tensor*> element_state(torch::optim::OptimizerParamState& state) {
+  namespace optim = torch::optim;
+  std::vector<torch::Tensor*> out;
+  if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&state)) out = {&sgd->momentum_buffer()};
+  if (auto* adam = dynamic_cast<optim::AdamParamState*>(&state))
+    out = {&adam->exp_avg(), &adam->exp_avg_sq(), &adam->max_exp_avg_sq()};
+  if (auto* adamw = dynamic_cast<optim::AdamWParamState*>(&state))
+    out = {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()};
+  std::erase_if(out, [](const torch::Tensor* t) { return !t->defined(); });
+  return out;
+}
+
+// The state of an optimizer over one tensor; null before its first step.
+torch::optim::OptimizerParamState* only_state(torch::optim::Optimizer& optimizer) {
+  auto& states = optimizer.state();
+  return states.empty() ? nullptr : states.begin()->second.get();
+}
+
+// The elements a bucket holds before its padding: the gradients and the flag.
+std::int64_t used_elements(const GradientBuckets& buckets, std::size_t index) {
+  const auto& b = buckets.buckets()[index];
+  if (b.params.empty()) return 0;
+  return b.offsets.back() + buckets.params()[b.params.back()].numel() + (b.flag_at >= 0 ? 1 : 0);
+}
+
 }  // namespace
 
 // Where a bucket's blocks lie: each rank owns block `rank` of every bucket.
@@ -164,11 +197,10 @@ void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   if (!shard_optimizer_) {
     shard_optimizer_ = optimizer_like(optimizer, shard_);
     if (!saved_state_.empty()) {  // resumed from a checkpoint
-      torch::serialize::InputArchive archive;
-      archive.load_from(saved_state_.data(), saved_state_.size());
-      shard_optimizer_->load(archive);
+      load_archive(*shard_optimizer_, saved_state_);
       saved_state_.clear();
     }
+    if (!resharded_.empty()) load_resharded(optimizer);
   }
   shard_optimizer_->param_groups()[0].set_options(optimizer.param_groups()[0].options().clone());
   load_shard_from_model();
@@ -176,6 +208,57 @@ void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   stats_.optimizer_state_bytes = payload_bytes(optimizer_state_tensors(*shard_optimizer_));
   // 5. Everyone's update, everywhere.
   gather_parameters();
+}
+
+void ZeroStrategy::load_resharded_state(const std::vector<std::string>& saved, int) {
+  saved_state_.clear();
+  resharded_.clear();
+  // Empty: no step had been taken when the checkpoint was written (then on every rank).
+  if (!saved.empty() && !saved[0].empty()) resharded_ = saved;
+}
+
+void ZeroStrategy::load_resharded(torch::optim::Optimizer& like) {
+  torch::NoGradGuard no_grad;
+  const std::vector<std::string> saved = std::move(resharded_);
+  resharded_.clear();
+  const auto old_world = static_cast<std::int64_t>(saved.size());
+  const std::size_t n = shards_.size();
+  // The old world's blocks: bucket b's used elements in old_world equal parts.
+  std::vector<std::int64_t> used(n), old_block(n), old_offset(n);
+  std::int64_t old_size = 0;
+  for (std::size_t b = 0; b < n; ++b) {
+    used[b] = used_elements(*buckets_, b);
+    old_block[b] = (used[b] + old_world - 1) / old_world;
+    old_offset[b] = old_size;
+    old_size += old_block[b];
+  }
+  std::unique_ptr<torch::optim::OptimizerParamState> mine;
+  std::vector<torch::Tensor*> into;
+  const std::int64_t r = comm_.rank();
+  for (std::int64_t q = 0; q < old_world; ++q) {
+    const torch::Tensor old_shard = torch::zeros({old_size}, shard_.options());
+    auto old = optimizer_like(like, old_shard);
+    load_archive(*old, saved[q]);
+    auto* state = only_state(*old);
+    if (!state) return;  // an optimizer without state (SGD without momentum)
+    const auto from = element_state(*state);
+    if (!mine) {  // the step count from the first; the element tensors filled below
+      mine = state->clone();
+      into = element_state(*mine);
+      for (auto* t : into) *t = torch::zeros({shard_.numel()}, t->options());
+    }
+    for (std::size_t b = 0; b < n; ++b) {  // old rank q's block of b, where it overlaps mine
+      const std::int64_t lo = std::max(q * old_block[b], r * shards_[b].block),
+                         hi = std::min(
+                             {(q + 1) * old_block[b], (r + 1) * shards_[b].block, used[b]});
+      if (lo >= hi) continue;
+      for (std::size_t k = 0; k < into.size(); ++k)
+        into[k]
+            ->narrow(0, shards_[b].shard_offset + lo - r * shards_[b].block, hi - lo)
+            .copy_(from[k]->narrow(0, old_offset[b] + lo - q * old_block[b], hi - lo));
+    }
+  }
+  shard_optimizer_->state()[c10::guts::to_string(shard_.unsafeGetTensorImpl())] = std::move(mine);
 }
 
 std::string ZeroStrategy::save_state() {

@@ -41,7 +41,11 @@
 // gradient in .grad() during backward; stage 2 saves the gradient memory a rank holds from the
 // end of backward to the next backward. A checkpoint keeps every rank's shard optimizer
 // (save_state(), gathered by the trainer); a resume at the same world size gives each rank its
-// own back.
+// own back. A resume on fewer ranks (an elastic restart, M < N) cuts the state again: each of
+// the N saved shard optimizers is loaded over a shard of its old size, and each element's
+// state (momentum; Adam's moments) is copied to where the element lies among M blocks, so the
+// run goes on as a run of M ranks would from the whole optimizer state (the step count is
+// every rank's).
 #pragma once
 
 #include <chrono>
@@ -81,6 +85,8 @@ class ZeroStrategy final : public Strategy {
   /// This rank's shard optimizer (its state: momentum, Adam moments and step counts).
   std::string save_state() override;
   void load_state(const std::string& state) override { saved_state_ = state; }
+  /// Every old rank's shard optimizer, cut again into this world's blocks at the first step.
+  void load_resharded_state(const std::vector<std::string>& saved, int rank) override;
   StrategyStats stats() const override { return stats_; }
 
  private:
@@ -88,6 +94,7 @@ class ZeroStrategy final : public Strategy {
   void launch_ready_buckets();
   void load_shard_from_model();
   void gather_parameters();
+  void load_resharded(torch::optim::Optimizer& like);
   std::int64_t own_flag(std::size_t bucket) const;
 
   comm::Communicator& comm_;
@@ -96,8 +103,9 @@ class ZeroStrategy final : public Strategy {
   std::vector<Shard> shards_;  // per bucket
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
   std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
-  std::string saved_state_;   // from a checkpoint, for the shard optimizer once it is made
-  std::string missing_here_;  // a parameter without gradient on this rank this step
+  std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
+  std::vector<std::string> resharded_;  // ... or every rank's, from a checkpoint of more ranks
+  std::string missing_here_;            // a parameter without gradient on this rank this step
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
   std::chrono::steady_clock::time_point first_launch_, last_launch_;

@@ -1,0 +1,328 @@
+"""Restarts and checkpoint fallback, as a user meets them. Usage: restart_cli.py DISTML SCENARIO:
+  kill ENGINE  2 ranks with --max-restarts 2; rank 1 is killed (SIGKILL) after the first
+               checkpoint. The job must end with exit 0 after one restart, take the same
+               number of steps as an uninterrupted run, and, since a resume is exact, end with
+               the same parameters bit for bit (which is stronger than an accuracy within noise)
+  corrupt      the newest of the kept checkpoints is damaged: the resume warns, naming it, and
+               continues from the one before, again ending where a straight run ends
+  shrink STRAT 3 gloo ranks with --min-np 2 train for two epochs with strategy STRAT; rank 2
+               is killed after the first checkpoint. The job must finish on 2 ranks with exit 0, and take exactly
+               the steps that finish the interrupted epoch from the first sample the 3 ranks
+               had not taken, then a whole epoch of 2 (which sample each step reads is
+               checked in the sampler's tests: none skipped or repeated)
+  rl           distml rl ppo at 2 gloo ranks with --max-restarts 1; rank 1 is killed after the
+               first checkpoint: exit 0 after one restart, as many env steps as a straight run
+  refused      --max-restarts without a checkpoint directory or on the local engine, and
+               --min-np for a strategy that cannot shrink: exit 2
+  never-joins  rank 0 of a 2-rank gloo world starts alone: it must end (exit non-zero, naming
+               rank 1) within train.timeout_s + 10 s
+  stall ENGINE 2 ranks; rank 1 is stopped (SIGSTOP) while training. Rank 0's stall inspector
+               must name rank 1 within train.stall_warn_s + 5 s, and the job must end (exit
+               non-zero, naming rank 1) within train.timeout_s + 10 s of the stop"""
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
+from distml_cli import done_line, run  # noqa: E402
+
+STEPS, EVERY = 400, 40
+
+
+def make_data(path):
+    """Four Gaussian blobs in 32 dimensions: a model to train for a few hundred steps."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 4000)
+    x = rng.normal(size=(4000, 32)).astype(np.float32) + 1.5 * np.eye(4, 32, dtype=np.float32)[y]
+    np.savez(path, x=x, y=y.astype(np.int64))
+
+
+def write_config(d):
+    make_data(f"{d}/blobs.npz")
+    with open(f"{d}/run.toml", "w") as f:
+        f.write(f"""[data]
+dataset = "npz"
+path = "{d}/blobs.npz"
+[model]
+name = "mlp"
+layers = [32, 256, 256, 4]
+[optim]
+name = "sgd"
+lr = 0.05
+momentum = 0.9
+[train]
+batch_size = 32
+max_steps = {STEPS}
+log_every = 100
+""")
+    return f"{d}/run.toml"
+
+
+def descendants(pid):
+    """Every process below `pid`."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+                children.setdefault(ppid, []).append(int(entry))
+            except OSError:
+                pass
+    out, todo = [], [pid]
+    while todo:
+        for c in children.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def rank_process(root, rank):
+    """The training process of `rank` below `root` (gloo's RANK or Open MPI's rank variable)."""
+    wanted = {f"RANK={rank}".encode(), f"OMPI_COMM_WORLD_RANK={rank}".encode()}
+    for pid in descendants(root):
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = set(f.read().split(b"\0"))
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read()
+        except OSError:
+            continue
+        if env & wanted and b"distml" in cmd and b"mpirun" not in cmd:
+            return pid
+    return None
+
+
+def kill_after_first_checkpoint(distml, args, ckpt, rank):
+    """Runs `distml ARGS`, SIGKILLs `rank` once a checkpoint is written, and returns the job's
+    done line and stderr after it ended with exit 0."""
+    job = subprocess.Popen([distml, *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and not (os.path.isdir(ckpt) and os.listdir(ckpt)):
+        time.sleep(0.005)
+    victim = rank_process(job.pid, rank)
+    if victim is None:
+        job.kill()
+        sys.exit(f"FAIL: no checkpoint appeared, or rank {rank} was not found, within 120 s")
+    os.kill(victim, signal.SIGKILL)
+    out, err = job.communicate(timeout=300)
+    if job.returncode != 0:
+        sys.exit(f"FAIL: the restarted job exited {job.returncode}\n{out[-2000:]}\n{err[-3000:]}")
+    print(f"killed rank {rank} (pid {victim}); launcher said:",
+          *[l for l in err.splitlines() if "restart" in l], sep="\n  ")
+    return done_line(subprocess.CompletedProcess([], 0, out, err)), err
+
+
+def kill(distml, d, cfg, engine):
+    common = ["--config", cfg, "--engine", engine, "--np", "2", "--json"]
+    straight = done_line(run(distml, *common))
+    ckpt = f"{d}/ckpt"
+    done, err = kill_after_first_checkpoint(
+        distml, ["train", *common, "--max-restarts", "2", "--set", f"train.checkpoint_dir={ckpt}",
+                 "--set", f"train.checkpoint_every={EVERY}"], ckpt, 1)
+    if done["restarts"] != 1 or done["global_step"] != STEPS:
+        sys.exit(f"FAIL: expected 1 restart and {STEPS} steps, got {done}")
+    if "rank 1" not in err or "signal 9" not in err or "resuming from" not in err:
+        sys.exit(f"FAIL: the restart's cause (rank 1, signal 9) or resume point not logged:\n{err}")
+    if done["param_checksum"] != straight["param_checksum"]:
+        sys.exit(f"FAIL: the restarted run ends elsewhere than the straight one:\n{done}\n{straight}")
+    print(f"ok: {done['global_step']} steps after a restart, the straight run's parameters "
+          f"({done['param_checksum']}), test accuracy {done['test_accuracy']:.4f} vs "
+          f"{straight['test_accuracy']:.4f}")
+
+
+def corrupt(distml, d, cfg):
+    ckpt = f"{d}/ckpt"
+    common = ["--config", cfg, "--engine", "gloo", "--np", "2", "--json", "--set",
+              "train.max_steps=120", "--set", f"train.checkpoint_dir={ckpt}", "--set",
+              "train.checkpoint_every=40"]
+    straight = done_line(run(distml, *common))
+    kept = sorted(os.listdir(ckpt))
+    if kept != ["checkpoint-000000000080.dml", "checkpoint-000000000120.dml"]:
+        sys.exit(f"FAIL: train.keep_checkpoints = 2 should keep steps 80 and 120, kept {kept}")
+    newest = f"{ckpt}/{kept[-1]}"
+    with open(newest, "r+b") as f:  # one byte of the payload: the checksum must catch it
+        f.seek(100)
+        byte = f.read(1)
+        f.seek(100)
+        f.write(bytes([byte[0] ^ 0xFF]))
+    p = run(distml, *common, "--resume", ckpt)
+    resumed = done_line(p)
+    if f"skipping checkpoint {newest}" not in p.stderr or "checksum" not in p.stderr:
+        sys.exit(f"FAIL: no warning naming the damaged {newest}:\n{p.stderr}")
+    if resumed["steps"] != 40 or resumed["param_checksum"] != straight["param_checksum"]:
+        sys.exit(f"FAIL: expected 40 steps from step 80 to the straight run's end:\n{resumed}\n"
+                 f"{straight}")
+    # Every checkpoint damaged: a CheckpointError naming each one, exit 2.
+    for name in os.listdir(ckpt):
+        with open(f"{ckpt}/{name}", "r+b") as f:
+            f.truncate(50)
+    p = run(distml, *common, "--resume", ckpt, expect_rc=2)
+    if "no checkpoint is whole" not in p.stderr:
+        sys.exit(f"FAIL: expected 'no checkpoint is whole':\n{p.stderr}")
+    print("ok: a damaged newest checkpoint is skipped with a warning; the one before resumes")
+
+
+def write_csv(path, x, y):
+    with open(path, "w") as f:
+        f.write(",".join([f"x{i}" for i in range(x.shape[1])] + ["y"]) + "\n")
+        for row, label in zip(x, y):
+            f.write(",".join(f"{v:.6g}" for v in row) + f",{label}\n")
+
+
+def shrink(distml, d, cfg, strategy):
+    # Data held whole (CSV): an npz file is read in part by each rank, which cannot shrink.
+    with np.load(f"{d}/blobs.npz") as blobs:
+        write_csv(f"{d}/train.csv", blobs["x"], blobs["y"])
+        write_csv(f"{d}/test.csv", blobs["x"][:500], blobs["y"][:500])
+    ckpt, batch, samples = f"{d}/ckpt", 32, 4000
+    done, err = kill_after_first_checkpoint(
+        distml, ["train", "--config", cfg, "--set", "data.dataset=csv", "--set", f"data.path={d}/train.csv",
+                 "--set", f"data.test_path={d}/test.csv", "--set", "data.label=y",
+                 "--set", f"strategy.name={strategy}", "--engine", "gloo", "--np", "3",
+                 "--min-np", "2", "--json",
+                 "--set", "train.max_steps=0", "--set", "train.epochs=2", "--set",
+                 f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=10"], ckpt, 2)
+    resumed = re.search(r"resuming from \S+ at step (\d+) on 2 of its 3 ranks", err)
+    if not resumed or done["np"] != 2 or done["restarts"] != 1:
+        sys.exit(f"FAIL: expected one restart resuming on 2 of 3 ranks:\n{done}\n{err}")
+    at = int(resumed.group(1))
+    # Epoch 0 goes on from sample at * 96 with global batches of 64 (drop_last), then epoch 1.
+    expected = at + (samples - at * 3 * batch) // (2 * batch) + samples // (2 * batch)
+    if done["global_step"] != expected or done["steps"] != expected - at:
+        sys.exit(f"FAIL: resumed at step {at}, expected to end at step {expected}:\n{done}")
+    print(f"ok: {strategy} lost rank 2 at step {at}; finished on 2 ranks at step {expected}, "
+          f"test accuracy {done['test_accuracy']:.4f}")
+
+
+def rl(distml, d):
+    with open(f"{d}/rl.toml", "w") as f:  # the built-in settings: no target return to stop at
+        f.write("[run]\n")
+    common = ["rl", "ppo", "--env", "cartpole", "--config", f"{d}/rl.toml", "--engine", "gloo",
+              "--np", "2", "--json",
+              "--set", "run.env_steps=30000", "--set", "run.eval_episodes=5"]
+    p = subprocess.run([distml, *common], capture_output=True, text=True, timeout=300)
+    if p.returncode != 0:
+        sys.exit(f"FAIL: the straight rl run exited {p.returncode}\n{p.stderr[-3000:]}")
+    straight = done_line(p)
+    ckpt = f"{d}/rl_ckpt"
+    done, err = kill_after_first_checkpoint(
+        distml, [*common, "--max-restarts", "1", "--set", f"run.checkpoint_dir={ckpt}", "--set",
+                 "run.checkpoint_every=3"], ckpt, 1)
+    if done["restarts"] != 1 or "resuming from" not in err or "rank 1" not in err:
+        sys.exit(f"FAIL: expected one restart after rank 1, resuming:\n{done}\n{err}")
+    if done["env_steps"] != straight["env_steps"]:
+        sys.exit(f"FAIL: the restarted run took {done['env_steps']} env steps, a straight run "
+                 f"{straight['env_steps']}")
+    print(f"ok: ppo restarted once and ended after {done['env_steps']} env steps, as a straight "
+          f"run; eval return {done['eval_mean_return']:.1f} vs {straight['eval_mean_return']:.1f}")
+
+
+def refused(distml, d, cfg):
+    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "2", "--max-restarts", "1",
+            expect_rc=2)
+    if "set train.checkpoint_dir" not in p.stderr:
+        sys.exit(f"FAIL: --max-restarts without checkpoints:\n{p.stderr}")
+    p = run(distml, "--config", cfg, "--engine", "local", "--np", "2", "--max-restarts", "1",
+            "--set", f"train.checkpoint_dir={d}/c", expect_rc=2)
+    if "local engine" not in p.stderr:
+        sys.exit(f"FAIL: --max-restarts on the local engine:\n{p.stderr}")
+    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "3", "--min-np", "2", "--set",
+            f"train.checkpoint_dir={d}/c", "--set", "strategy.name=ps", "--set",
+            "data.dataset=csv", "--set", f"data.path={d}/never_read.csv", expect_rc=2)
+    if "--min-np: strategy ps" not in p.stderr:
+        sys.exit(f"FAIL: --min-np with a strategy that cannot shrink:\n{p.stderr}")
+    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "3", "--min-np", "2", "--set",
+            f"train.checkpoint_dir={d}/c", expect_rc=2)
+    if "--min-np: npz" not in p.stderr:
+        sys.exit(f"FAIL: --min-np with data each rank reads in part:\n{p.stderr}")
+    print("ok: restarts without checkpoints or processes, and shrinking ps or npz data, are "
+          "refused")
+
+
+def stall(distml, d, cfg, engine):
+    warn_s, timeout_s = 3, 12
+    job = subprocess.Popen(
+        [distml, "train", "--config", cfg, "--engine", engine, "--np", "2", "--json", "--set",
+         "train.max_steps=1000000", "--set", f"train.stall_warn_s={warn_s}", "--set",
+         f"train.timeout_s={timeout_s}"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    lines = []  # (seconds since the stop, line) of stderr
+    stopped_at = [None]
+
+    def read_stderr():
+        for line in job.stderr:
+            lines.append((time.time() - (stopped_at[0] or time.time()), line.rstrip()))
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    job.stdout.readline()  # the first step line: the ranks are training
+    victim = rank_process(job.pid, 1)
+    if victim is None:
+        job.kill()
+        sys.exit("FAIL: rank 1 not found")
+    stopped_at[0] = time.time()
+    os.kill(victim, signal.SIGSTOP)
+    try:
+        rc = job.wait(timeout=timeout_s + 10)
+    except subprocess.TimeoutExpired:
+        os.kill(victim, signal.SIGKILL)
+        job.kill()
+        sys.exit(f"FAIL: the job did not end within timeout_s + 10 s of the stop:\n{lines}")
+    ended = time.time() - stopped_at[0]
+    reader.join(timeout=5)
+    stalls = [(t, l) for t, l in lines if "stall: rank 0" in l and "rank 1 (no answer" in l]
+    print(*[f"{t:6.1f} s  {l}" for t, l in lines], sep="\n")
+    if not stalls or stalls[0][0] > warn_s + 5:
+        sys.exit(f"FAIL: no stall report naming rank 1 within {warn_s + 5} s of the stop")
+    ends = [l for _, l in lines if "not complete after" in l and "rank 1 (no answer" in l]
+    if rc == 0 or not ends:
+        sys.exit(f"FAIL: expected a failing exit whose timeout error names rank 1 (rc {rc})")
+    print(f"ok: rank 1 named {stalls[0][0]:.1f} s after its stop; the job ended after "
+          f"{ended:.1f} s (timeout {timeout_s} s), exit {rc}")
+
+
+def never_joins(distml, d, cfg):
+    timeout_s = 5
+    env = dict(os.environ, DISTML_LAUNCHED="1", DISTML_ENGINE="gloo", RANK="0", WORLD_SIZE="2",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    start = time.time()
+    p = subprocess.run([distml, "train", "--config", cfg, "--engine", "gloo", "--set",
+                        f"train.timeout_s={timeout_s}"], env=env, capture_output=True, text=True,
+                       timeout=timeout_s + 10)
+    took = time.time() - start
+    if p.returncode == 0 or "did not arrive: 1" not in p.stderr:
+        sys.exit(f"FAIL: expected a failing exit naming rank 1 (rc {p.returncode}):\n{p.stderr}")
+    print(f"ok: rank 1 never joined; rank 0 ended after {took:.1f} s (timeout {timeout_s} s), "
+          f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1]}")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def main():
+    distml, scenario = sys.argv[1], sys.argv[2]
+    with tempfile.TemporaryDirectory() as d:
+        cfg = write_config(d)
+        if scenario == "rl":
+            rl(distml, d)
+        elif scenario in ("kill", "stall", "shrink"):
+            {"kill": kill, "stall": stall, "shrink": shrink}[scenario](distml, d, cfg, sys.argv[3])
+        else:
+            {"corrupt": corrupt, "refused": refused,
+             "never-joins": never_joins}[scenario](distml, d, cfg)
+
+
+if __name__ == "__main__":
+    main()
