@@ -49,6 +49,7 @@ bench: build data
 	bash bench/pipeline.sh
 	bash bench/plan.sh
 	bash bench/rl.sh
+	bash bench/timeline.sh
 	/usr/bin/python3 bench/ml_speed.py
 	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full
 	/usr/bin/python3 bench/compress_accuracy.py

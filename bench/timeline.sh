@@ -3,7 +3,9 @@
 # 2 ranks with and without --timeline, in one invocation, alternating run by run (the order
 # swapped every rep: off-on, on-off, ...) so that drifting machine load hits both alike.
 # Prints one JSON line: the medians, their ratio, the median of each rep's on/off ratio, and
-# the spread; appends it to bench/results/timeline.jsonl.
+# the spread; also what the spans cost by themselves (bench/span_cost.cc: ns per span, times
+# the spans a step records, times steps/s), a bound that machine noise cannot blur. Appends
+# the line to bench/results/timeline.jsonl.
 # Usage: bench/timeline.sh; knobs REPS (9), STEPS (400), ENGINE (mpi), BUILD (build),
 # OUT (the JSON lines file), RUN_TIMEOUT (600 s for one run).
 set -euo pipefail
@@ -12,6 +14,7 @@ reps=${REPS:-9}
 steps=${STEPS:-400}
 engine=${ENGINE:-mpi}
 distml=${BUILD:-build}/distml
+span_cost=${BUILD:-build}/bench/distml_span_cost
 out=${OUT:-bench/results/timeline.jsonl}
 run_timeout=${RUN_TIMEOUT:-600}
 python=/usr/bin/python3
@@ -43,9 +46,14 @@ for ((rep = 1; rep <= reps; rep++)); do
   if ((rep % 2)); then run off "$rep"; run on "$rep"; else run on "$rep"; run off "$rep"; fi
 done
 [[ -s $work/trace.json ]] || { echo "timeline: no trace written" >&2; exit 1; }
+if [[ -x $span_cost ]]; then "$span_cost" >"$work/span_cost"; else echo '{}' >"$work/span_cost"; fi
 
-"$python" - "$work/rates" "$commit" "$engine" "$steps" <<'PY' | tee -a "$out"
+"$python" - "$work/rates" "$commit" "$engine" "$steps" "$work/trace.json" "$work/span_cost" <<'PY' | tee -a "$out"
 import datetime, json, statistics, sys
+trace = json.load(open(sys.argv[5]))
+cost = json.load(open(sys.argv[6]))
+rank0 = [e for e in trace["traceEvents"] if e["ph"] == "X" and e["pid"] == 0]
+spans_per_step = len(rank0) / sum(e["name"] == "step" for e in rank0)
 rates = {"on": [], "off": []}
 for line in open(sys.argv[1]):
     kind, rate = line.split()
@@ -60,5 +68,9 @@ print(json.dumps({
     "ratio_of_medians": statistics.median(on) / statistics.median(off),
     "paired_ratio_median": statistics.median(paired),
     "paired_ratio_min": min(paired), "paired_ratio_max": max(paired),
-    "off_min": min(off), "off_max": max(off), "on_min": min(on), "on_max": max(on)}))
+    "off_min": min(off), "off_max": max(off), "on_min": min(on), "on_max": max(on),
+    "spans_per_step": spans_per_step, "ns_per_span": cost.get("ns_per_span_on"),
+    "ns_per_span_off": cost.get("ns_per_span_off"),
+    "span_cost_fraction": (spans_per_step * cost["ns_per_span_on"] * 1e-9 *
+                           statistics.median(off) if cost else None)}))
 PY
