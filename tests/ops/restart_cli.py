@@ -114,10 +114,12 @@ def kill_after_first_checkpoint(distml, args, ckpt, rank):
         job.kill()
         sys.exit(f"FAIL: no checkpoint appeared, or rank {rank} was not found, within 120 s")
     os.kill(victim, signal.SIGKILL)
+    killed_at = time.time()
     out, err = job.communicate(timeout=300)
     if job.returncode != 0:
         sys.exit(f"FAIL: the restarted job exited {job.returncode}\n{out[-2000:]}\n{err[-3000:]}")
-    print(f"killed rank {rank} (pid {victim}); launcher said:",
+    print(f"killed rank {rank} (pid {victim}); the job finished {time.time() - killed_at:.1f} s "
+          "later; launcher said:",
           *[l for l in err.splitlines() if "restart" in l], sep="\n  ")
     return done_line(subprocess.CompletedProcess([], 0, out, err)), err
 

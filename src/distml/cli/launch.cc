@@ -232,10 +232,12 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
                              : "distml launch: %s, the cause of the failure above\n",
                        end.cause.c_str());
           if (!first) continue;
-          // One rank failed: stop the rest, politely first.
+          // One rank failed: stop the rest, politely first. SIGCONT lets a stopped process
+          // (SIGSTOP, a debugger's) take the SIGTERM now rather than at the SIGKILL.
           for (auto& other : children)
             if (other.running) {
               ::kill(other.pid, SIGTERM);
+              ::kill(other.pid, SIGCONT);
               other.stopped = true;
             }
           deadline_kill = std::chrono::steady_clock::now() + std::chrono::seconds(5);
