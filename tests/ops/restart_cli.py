@@ -16,6 +16,10 @@
                --min-np for a strategy that cannot shrink: exit 2
   never-joins  rank 0 of a 2-rank gloo world starts alone: it must end (exit non-zero, naming
                rank 1) within train.timeout_s + 10 s
+  host-lost    2 emulated hosts (network namespaces) of 1 rank; host 1's link goes down while
+               training: the job must end (exit non-zero) within train.timeout_s + 10 s and
+               leave no namespace or process behind. Exit 77 (skipped) where namespaces
+               cannot be made
   stall ENGINE 2 ranks; rank 1 is stopped (SIGSTOP) while training. Rank 0's stall inspector
                must name rank 1 within train.stall_warn_s + 5 s, and the job must end (exit
                non-zero, naming rank 1) within train.timeout_s + 10 s of the stop"""
@@ -34,6 +38,7 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support"))
 from distml_cli import done_line, run  # noqa: E402
 
+HERE = os.path.dirname(os.path.abspath(__file__))
 STEPS, EVERY = 400, 40
 
 
@@ -307,6 +312,42 @@ def never_joins(distml, d, cfg):
           f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1]}")
 
 
+def host_lost(distml, d):
+    probe = f"dmlprobe{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        print("SKIPPED: cannot create network namespaces here (needs root and iproute2)")
+        sys.exit(77)
+    subprocess.run(["ip", "netns", "del", probe], check=True)
+    timeout_s = 10
+    subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "cli", "make_idx.py"),
+                    f"{d}/idx"], check=True, capture_output=True)
+    with open(f"{d}/lenet.toml", "w") as f:
+        f.write(f'[data]\ndataset = "mnist"\npath = "{d}/idx"\n[train]\nbatch_size = 16\n'
+                f'max_steps = 1000000\nlog_every = 20\ntimeout_s = {timeout_s}\n')
+    job = subprocess.Popen([distml, "launch", "--netns-cluster", "2x1", "--engine", "mpi", "--",
+                            distml, "train", "--config", f"{d}/lenet.toml", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    job.stdout.readline()  # the first step line: both hosts train
+    switch = f"dml{job.pid}-sw"
+    subprocess.run(["ip", "netns", "exec", switch, "ip", "link", "set", "v1", "down"], check=True)
+    cut_at = time.time()
+    try:
+        _, err = job.communicate(timeout=timeout_s + 10)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        sys.exit("FAIL: the job did not end within timeout_s + 10 s of losing host 1")
+    took = time.time() - cut_at
+    left = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                      text=True).stdout.split() if n.startswith(f"dml{job.pid}")]
+    ranks = subprocess.run(["pgrep", "-f", f"{d}/lenet.toml"], capture_output=True,
+                           text=True).stdout.split()
+    if job.returncode == 0 or left or ranks:
+        sys.exit(f"FAIL: exit {job.returncode}, namespaces left {left}, processes left {ranks}:"
+                 f"\n{err[-3000:]}")
+    print(f"ok: host 1 lost; the job ended {took:.1f} s later (timeout {timeout_s} s), exit "
+          f"{job.returncode}, nothing left")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -317,8 +358,8 @@ def main():
     distml, scenario = sys.argv[1], sys.argv[2]
     with tempfile.TemporaryDirectory() as d:
         cfg = write_config(d)
-        if scenario == "rl":
-            rl(distml, d)
+        if scenario in ("rl", "host-lost"):
+            {"rl": rl, "host-lost": host_lost}[scenario](distml, d)
         elif scenario in ("kill", "stall", "shrink"):
             {"kill": kill, "stall": stall, "shrink": shrink}[scenario](distml, d, cfg, sys.argv[3])
         else:

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -68,7 +69,9 @@ struct Child {
   std::string err_tail;  // the end of its stderr, when kept
   bool running = true;
   bool stopped = false;  // the launcher sent it SIGTERM to stop
-  bool killed = false;   // ... and then SIGKILL
+  std::chrono::steady_clock::time_point teardown_by =
+      std::chrono::steady_clock::time_point::max();  // ChildSpec::reported_failure
+  bool killed = false;                               // ... and then SIGKILL
 };
 
 // How a job's processes ended.
@@ -104,12 +107,19 @@ int exit_code_of(int status) {
   return 1;
 }
 
-// A process to start: its command, what to add to its environment, and its name in messages.
+// A process to start: its command, what to add to its environment, its name in messages, and
+// (with keep_stderr) whether what it wrote to stderr so far says that its job has failed.
 struct ChildSpec {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
   std::string name;
+  std::function<bool(const std::string& stderr_tail)> reported_failure;
 };
+
+// How long a process that reported its job's failure may take to end before it is stopped:
+// mpirun that cannot reach a lost host's daemon waits for it forever.
+// (Ending a job over hosts it can reach takes it a second or two.)
+constexpr auto kTeardownGrace = std::chrono::seconds(3);
 
 // Why a process ended, in words: "exited with code 3", "was killed by signal 9 (Killed)".
 std::string ending_of(int status) {
@@ -194,6 +204,9 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         if (n > 0 && to == 2 && keep_stderr) {
           c.err_tail.append(buf, n);
           if (c.err_tail.size() > 8192) c.err_tail.erase(0, c.err_tail.size() - 8192);
+          if (c.teardown_by == std::chrono::steady_clock::time_point::max() &&
+              specs[r].reported_failure && specs[r].reported_failure(c.err_tail))
+            c.teardown_by = std::chrono::steady_clock::now() + kTeardownGrace;
         }
         std::string& pending = to == 1 ? c.out_buf : c.err_buf;
         if (n > 0 && !prefix_output) {
@@ -219,8 +232,8 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         const int code = exit_code_of(status);
         // A process killed by a signal we did not send is the likelier cause than one that
         // exited with an error in the same moment (a peer that lost its connection to it).
-        const bool killed = WIFSIGNALED(status) &&
-                            !(c.stopped && WTERMSIG(status) == (c.killed ? SIGKILL : SIGTERM));
+        // After our SIGTERM any signal is ours: mpirun may crash on it before the SIGKILL.
+        const bool killed = WIFSIGNALED(status) && !c.stopped;
         if (code != 0 && (end.code == 0 || (killed && !cause_killed))) {
           const bool first = end.code == 0;
           end.code = code;
@@ -244,6 +257,27 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         }
       }
     }
+    for (auto& c : children)
+      if (c.running && !c.stopped && std::chrono::steady_clock::now() > c.teardown_by) {
+        const std::string& name = specs[&c - children.data()].name;
+        std::fprintf(stderr,
+                     "distml launch: %s reported the job's failure but has not ended after %lld "
+                     "s (a host it cannot reach?); stopping it\n",
+                     name.c_str(), static_cast<long long>(kTeardownGrace.count()));
+        if (end.code == 0) {
+          end.code = 1;
+          end.failed = static_cast<int>(&c - children.data());
+          end.cause = cat(name, " reported the job's failure and did not end");
+        }
+        // mpirun, already aborting, takes the first signal as a warning ("hit ctrl-c again to
+        // forcibly terminate") and the second as the order.
+        ::kill(c.pid, SIGTERM);
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        ::kill(c.pid, SIGTERM);
+        c.stopped = true;
+        deadline_kill =
+            std::min(deadline_kill, std::chrono::steady_clock::now() + std::chrono::seconds(5));
+      }
     if (std::chrono::steady_clock::now() > deadline_kill)
       for (auto& c : children)
         if (c.running && !c.killed) {
@@ -292,6 +326,14 @@ std::string mpirun_failure(const std::string& stderr_tail) {
   if (std::regex_search(stderr_tail, m, exited))
     return cat("rank ", m[1].str(), " exited with code ", m[2].str());
   return "";
+}
+
+// Whether mpirun's stderr says that it is ending the job after a failure.
+bool mpirun_reported_failure(const std::string& stderr_tail) {
+  for (const char* banner : {"the job has been aborted", "ORTE has lost communication",
+                             "mpirun noticed that process rank"})
+    if (stderr_tail.find(banner) != std::string::npos) return true;
+  return false;
 }
 
 // Runs the job, and after a failure runs it again (run_job(np, restarts so far)) while
@@ -386,7 +428,9 @@ int launch_netns_cluster(LaunchOptions o) {
   std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
                shape.hosts, shape.ranks_per_host,
                shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
-  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun"}}, false, false).code;
+  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun", mpirun_reported_failure}}, false,
+                      true)
+      .code;
 }
 
 }  // namespace
@@ -479,8 +523,9 @@ int launch(const LaunchOptions& o) {
   // mpirun forwards signals to the ranks and exits with the first failing rank's code.
   if (o.max_restarts <= 0) exec(mpirun_command(o, cores(), ::geteuid() == 0));
   return supervise(o, [&](int, int) {
-    JobEnd end =
-        run_children({{mpirun_command(o, cores(), ::geteuid() == 0), {}, "mpirun"}}, false, true);
+    JobEnd end = run_children(
+        {{mpirun_command(o, cores(), ::geteuid() == 0), {}, "mpirun", mpirun_reported_failure}},
+        false, true);
     if (auto rank = mpirun_failure(end.stderr_tail); !rank.empty()) end.cause = rank;
     return end;
   });

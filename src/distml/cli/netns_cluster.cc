@@ -1,6 +1,7 @@
 #include "netns_cluster.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -227,9 +228,31 @@ std::string NetnsCluster::mpi_agent() {
   return path;
 }
 
+namespace {
+
+// Every process still in network namespace `ns` (named under /run/netns), killed: what a host
+// that lost its link leaves behind (a daemon and ranks that cannot hear the stop), which would
+// otherwise outlive the namespace. Matched by the namespace's inode.
+void kill_processes_in(const std::string& ns) {
+  struct stat target {};
+  if (::stat(cat("/run/netns/", ns).c_str(), &target) != 0) return;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename();
+    struct stat own {};
+    if (pid.find_first_not_of("0123456789") != std::string::npos ||
+        ::stat((entry.path() / "ns" / "net").c_str(), &own) != 0)
+      continue;
+    if (own.st_ino == target.st_ino && own.st_dev == target.st_dev)
+      ::kill(static_cast<pid_t>(std::stol(pid)), SIGKILL);
+  }
+}
+
+}  // namespace
+
 void NetnsCluster::remove() noexcept {
   try {
     const std::string ip = find_tool("ip");
+    for (const auto& ns : created_) kill_processes_in(ns);
     for (auto it = created_.rbegin(); it != created_.rend(); ++it)
       if (auto error = run_for_error({ip, "netns", "del", *it}); !error.empty())
         std::fprintf(stderr, "distml launch: could not delete network namespace %s: %s\n",
