@@ -291,6 +291,22 @@ TEST(ConfigOverrides, StringKeyTakesTextThatTomlReadsAsAnotherType) {
   EXPECT_EQ(c.train.export_path, "/tmp/w.pt");
 }
 
+// A TOML document is UTF-8, so a --set string must be too: otherwise the canonical text (what
+// --print-config shows and a checkpoint stores) is no TOML and a resume could not read it.
+// Found by fuzz/train_config (kept in fuzz/regressions/train_config/).
+TEST(ConfigOverrides, AStringThatIsNotUtf8IsRefusedAndOneThatIsRoundTrips) {
+  for (const std::string bad :
+       {"\xff", "ab\xc3", "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "x\x80y"}) {
+    const std::string message = override_error("data.label=" + bad);
+    EXPECT_NE(message.find("--set data.label: the value is not UTF-8"), std::string::npos)
+        << message;
+  }
+  const std::string text = "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80";  // café 日本 😀
+  const TrainConfig c = parse_config("", "x.toml", {"data.label=" + text});
+  EXPECT_EQ(c.data.label, text);
+  EXPECT_EQ(canonical_text(parse_config(canonical_text(c), "canonical")), canonical_text(c));
+}
+
 TEST(ConfigOverrides, ErrorsNameTheOverride) {
   EXPECT_EQ(override_error("train.epochs"),
             "--set train.epochs: an override must read section.key=value");

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <limits>
 #include <mutex>
 #include <string>
 
 #include "../data/temp_dir.h"
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
+#include "distml/train/strategies/ps_protocol.h"
 #include "trainer_fixture.h"
 
 namespace distml::train {
@@ -204,6 +206,28 @@ TEST(Ps, ServersMustLeaveAWorker) {
         errors[r].find("strategy.servers = 2 must leave at least one of the 2 ranks a worker"),
         std::string::npos)
         << errors[r];
+}
+
+// What a server and its workers read from each other besides tensors: a size announced for an
+// optimizer state is checked before anything is allocated (a negative one used to become a
+// 2^64-byte string), and an unknown control word names its worker and server.
+TEST(PsProtocol, AnnouncedStateSizesAndControlWordsAreChecked) {
+  const auto layout = ps::Layout::plan({4000, 400}, {1000, 100}, 2, 1, 1 << 10, 4 << 10);
+  const std::size_t limit = layout.max_state_bytes(0);
+  EXPECT_GE(limit, 3 * 4400u) << "room for Adam's two moments and amsgrad's maximum";
+  EXPECT_EQ(ps::checked_state_size(0, limit, 2), 0u);
+  EXPECT_EQ(ps::checked_state_size(static_cast<std::int64_t>(limit), limit, 2), limit);
+  for (const std::int64_t bad : {std::int64_t{-1}, static_cast<std::int64_t>(limit) + 1,
+                                 std::numeric_limits<std::int64_t>::max()}) {
+    try {
+      ps::checked_state_size(bad, limit, 2);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 2 announced"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_EQ(ps::decode_control(ps::kStop, 1, 2), ps::Control::stop);
+  EXPECT_THROW(ps::decode_control(0.5, 1, 2), CommError);
 }
 
 }  // namespace

@@ -24,6 +24,32 @@ std::string dotted(std::string_view section, std::string_view name) {
   return section.empty() ? std::string(name) : cat(section, ".", name);
 }
 
+// Where `text` stops being UTF-8 (a stray continuation byte, a sequence cut short, an overlong
+// or surrogate form, a code point above U+10FFFF); npos when it is UTF-8 throughout. A TOML
+// document must be UTF-8: a --set value that is not would make canonical text no TOML reads.
+std::size_t first_invalid_utf8(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const auto lead = static_cast<unsigned char>(text[i]);
+    const std::size_t length = lead < 0x80       ? 1
+                               : lead >> 5 == 6  ? 2
+                               : lead >> 4 == 14 ? 3
+                               : lead >> 3 == 30 ? 4
+                                                 : 0;
+    if (length == 0 || i + length > text.size()) return i;
+    std::uint32_t code = length == 1 ? lead : lead & (0x7F >> length);
+    for (std::size_t k = 1; k < length; ++k) {
+      const auto next = static_cast<unsigned char>(text[i + k]);
+      if (next >> 6 != 2) return i;
+      code = code << 6 | (next & 0x3F);
+    }
+    static constexpr std::uint32_t kSmallest[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (code < kSmallest[length] || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF)) return i;
+    i += length;
+  }
+  return std::string_view::npos;
+}
+
 }  // namespace
 
 // ---- Text helpers ------------------------------------------------------------------------
@@ -236,6 +262,9 @@ KeyIndex::Override KeyIndex::split_override(const std::string& override_text) co
   const std::string name = key.substr(dot + 1);
   if (!is_section(section)) throw_unknown_section(source, section);
   const std::size_t index = known_key(source, section, name);
+  if (const std::size_t bad = first_invalid_utf8(text); bad != std::string_view::npos)
+    throw ConfigError(cat("--set ", key, ": the value is not UTF-8 (byte ", bad + 1, " of it is ",
+                          "not where a character can start or go on)"));
   toml::table value = parse_override_value(text);
   return {source, index, std::move(text), std::move(value)};
 }
