@@ -232,13 +232,16 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
           drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
         const int code = exit_code_of(status);
         // A process killed by a signal we did not send is the likelier cause than one that
-        // exited with an error in the same moment (a peer that lost its connection to it).
-        // After our SIGTERM any signal is ours: mpirun may crash on it before the SIGKILL.
-        const bool killed = WIFSIGNALED(status) && !c.stopped;
-        if (code != 0 && (end.code == 0 || (killed && !cause_killed))) {
+        // exited with an error in the same moment (a peer that lost its connection to it). One
+        // that is the cause already (stopped after reporting the failure) stays it, however it
+        // then ends: mpirun may crash on our signal.
+        const int index = static_cast<int>(&c - children.data());
+        const bool killed = WIFSIGNALED(status) &&
+                            !(c.stopped && WTERMSIG(status) == (c.killed ? SIGKILL : SIGTERM));
+        if (code != 0 && (end.code == 0 || (killed && !cause_killed && end.failed != index))) {
           const bool first = end.code == 0;
           end.code = code;
-          end.failed = static_cast<int>(&c - children.data());
+          end.failed = index;
           end.cause = cat(specs[end.failed].name, " ", ending_of(status));
           cause_killed = killed;
           std::fprintf(stderr,
