@@ -210,5 +210,17 @@ TEST(Learning, SeededPpoSolvesCartPoleBeyond150) {
   EXPECT_EQ(a.report["train_return"], b.report["train_return"]);
 }
 
+// An algorithm name that no runner has is refused on every rank, not run as Ape-X (a config
+// built in code passes no config check first).
+TEST(RunAlgorithm, AnUnknownNameIsAUsageErrorNamingIt) {
+  Events events;
+  try {
+    run_on(2, small_run("dqn"), events);
+    FAIL() << "ran an unknown algorithm";
+  } catch (const UsageError& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown algorithm 'dqn'"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace distml::rl
