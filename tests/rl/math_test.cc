@@ -246,48 +246,6 @@ TEST(Gae, NamesMismatchedArgument) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// n-step returns
-
-TEST(NStepTargets, MatchDirectLoop) {
-  for (int n : {1, 2, 3, 5, 50}) {
-    for (int64_t steps : {1, 7, 20}) {
-      torch::manual_seed(n * 100 + steps);
-      const int64_t batch = 3;
-      const auto rewards = torch::randn({steps, batch}, torch::kFloat64);
-      const auto discounts = random_discounts(steps, batch, 0.9);
-      const auto got = nstep_targets(rewards, discounts, n);
-      auto r = rewards.accessor<double, 2>();
-      auto d = discounts.accessor<double, 2>();
-      auto ret = got.returns.accessor<double, 2>();
-      auto boot = got.bootstrap_discounts.accessor<double, 2>();
-      for (int64_t b = 0; b < batch; ++b) {
-        for (int64_t t = 0; t < steps; ++t) {
-          const int64_t m = std::min<int64_t>(n, steps - t);
-          double want = 0, product = 1;
-          for (int64_t k = 0; k < m; ++k) {
-            want += product * r[t + k][b];
-            product *= d[t + k][b];
-          }
-          EXPECT_NEAR(ret[t][b], want, 1e-12) << "n=" << n << " t=" << t;
-          EXPECT_NEAR(boot[t][b], product, 1e-12) << "n=" << n << " t=" << t;
-        }
-      }
-    }
-  }
-  EXPECT_THROW(nstep_targets(torch::zeros({3, 1}), torch::zeros({3, 1}), 0), Error);
-}
-
-TEST(NStepTargets, BootstrapDiscountIsZeroAfterEpisodeEnd) {
-  const auto rewards = torch::ones({4, 1}, torch::kFloat64);
-  const auto discounts = torch::tensor({0.5, 0.0, 0.5, 0.5}, torch::kFloat64).reshape({4, 1});
-  const auto got = nstep_targets(rewards, discounts, 3);
-  EXPECT_TRUE(
-      torch::allclose(got.returns.flatten(), torch::tensor({1.5, 1.0, 1.5, 1.0}, torch::kFloat64)));
-  EXPECT_TRUE(torch::allclose(got.bootstrap_discounts.flatten(),
-                              torch::tensor({0.0, 0.0, 0.25, 0.5}, torch::kFloat64)));
-}
-
-// ---------------------------------------------------------------------------------------------
 // NStepWindow
 
 // Feeds step t of a scalar stream: observation {obs}, action {10 + obs}, next {next}.

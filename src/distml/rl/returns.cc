@@ -79,25 +79,4 @@ VTraceTargets vtrace(const torch::Tensor& log_rhos, const torch::Tensor& discoun
   return {vs, pg_advantages};
 }
 
-NStepTargets nstep_targets(const torch::Tensor& rewards, const torch::Tensor& discounts, int n) {
-  torch::NoGradGuard no_grad;
-  if (n < 1) throw Error(cat("nstep_targets: n must be at least 1, got ", n));
-  if (rewards.dim() != 2) {
-    throw Error(cat("nstep_targets: rewards must be [T, B], got shape ", rewards.sizes()));
-  }
-  check_same_shape("nstep_targets", "discounts", discounts, "rewards", rewards);
-  // One pass per window offset k instead of per step t: k rows shorter each time, so a step
-  // whose window runs past T simply stops accumulating (m = T - t).
-  const int64_t steps = rewards.size(0);
-  auto returns = torch::zeros_like(rewards);
-  auto products = torch::ones_like(discounts);
-  for (int64_t k = 0; k < std::min<int64_t>(n, steps); ++k) {
-    auto window_returns = returns.slice(0, 0, steps - k);
-    auto window_products = products.slice(0, 0, steps - k);
-    window_returns += window_products * rewards.slice(0, k);
-    window_products *= discounts.slice(0, k);
-  }
-  return {returns, products};
-}
-
 }  // namespace distml::rl

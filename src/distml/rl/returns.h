@@ -1,4 +1,5 @@
-// Return and advantage targets of deep RL (GAE, V-trace, n-step) over time-major [T, B] tensors.
+// Return and advantage targets of deep RL (GAE, V-trace) over time-major [T, B] tensors; the
+// n-step returns of Ape-X are built transition by transition (nstep.h: NStepWindow).
 // `discounts[t, b]` is gamma where step t did not end the episode and 0 where it did; a caller
 // that wants to bootstrap a truncated episode folds gamma * V(final observation) into the reward.
 #pragma once
@@ -27,16 +28,5 @@ VTraceTargets vtrace(const torch::Tensor& log_rhos, const torch::Tensor& discoun
                      const torch::Tensor& rewards, const torch::Tensor& values,
                      const torch::Tensor& bootstrap_value, double clip_rho_threshold = 1.0,
                      double clip_c_threshold = 1.0, double clip_pg_rho_threshold = 1.0);
-
-struct NStepTargets {
-  // [T, B]: sum_{k<m} (prod_{j<k} discounts_{t+j}) rewards_{t+k}, m = min(n, T - t).
-  torch::Tensor returns;
-  // [T, B]: prod_{j<m} discounts_{t+j}, the weight of V(x_{t+m}); x_T is the state after the
-  // sequence. Zero once an episode ended inside the window.
-  torch::Tensor bootstrap_discounts;
-};
-
-/// n-step returns (Ape-X): the target of step t is returns_t + bootstrap_discounts_t * V(x_{t+m}).
-NStepTargets nstep_targets(const torch::Tensor& rewards, const torch::Tensor& discounts, int n);
 
 }  // namespace distml::rl
