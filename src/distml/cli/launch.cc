@@ -313,7 +313,8 @@ JobEnd launch_local_processes(const LaunchOptions& o, int np) {
                  {"MASTER_PORT", port},
                  {kLaunchedVar, "1"},
                  {kEngineVar, o.engine}},
-                cat("rank ", r)};
+                cat("rank ", r),
+                {}};  // a rank reports nothing for the launcher to read
   return run_children(specs, o.prefix_output, false);
 }
 
@@ -340,17 +341,17 @@ bool mpirun_reported_failure(const std::string& stderr_tail) {
   return false;
 }
 
-// Runs the job, and after a failure runs it again (run_job(np, restarts so far)) while
-// restarts are left: each start's ranks find the count in DISTML_RESTARTS and resume from
-// their newest checkpoint. With --min-np a lost rank is not replaced: the job goes on with
-// one rank fewer while at least min_np remain. An interrupt from outside is never restarted.
-int supervise(const LaunchOptions& o, const std::function<JobEnd(int, int)>& run_job) {
+// Runs the job (run_job(np)), and after a failure runs it again while restarts are left: each
+// start's ranks find the count in DISTML_RESTARTS and resume from their newest checkpoint. With
+// --min-np a lost rank is not replaced: the job goes on with one rank fewer while at least min_np
+// remain. An interrupt from outside is never restarted.
+int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job) {
   const int max_restarts =
       o.max_restarts >= 0 ? o.max_restarts : (o.min_np > 0 ? o.np - o.min_np : 0);
   int np = o.np;
   for (int restarts = 0;; ++restarts) {
     ::setenv(kRestartsVar, std::to_string(restarts).c_str(), 1);
-    const JobEnd end = run_job(np, restarts);
+    const JobEnd end = run_job(np);
     if (end.code == 0 || end.interrupted) return end.code;
     const std::string cause = end.cause.empty() ? cat("exit code ", end.code) : end.cause;
     if (restarts == max_restarts) {
@@ -519,14 +520,14 @@ int launch(const LaunchOptions& o) {
   // gloo on one machine: local processes; across hosts, mpirun starts them (the ranks read
   // its rank variables) and they meet at the first host's TCPStore.
   if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty())
-    return supervise(o, [&](int np, int) { return launch_local_processes(o, np); });
+    return supervise(o, [&](int np) { return launch_local_processes(o, np); });
   std::string master = "127.0.0.1";
   if (!o.hostfile.empty()) master = first_host(o.hostfile);
   if (!o.hosts.empty()) master = split_list(o.hosts).front();
   prepare_mpirun_environment(o, master.substr(0, master.find(':')));
-  // mpirun forwards signals to the ranks and exits with the first failing rank's code.
-  if (o.max_restarts <= 0) exec(mpirun_command(o, cores(), ::geteuid() == 0));
-  return supervise(o, [&](int, int) {
+  // mpirun forwards signals to the ranks and exits with the first failing rank's code; run as
+  // a child, not exec'd, so that a lost host cannot leave it waiting forever (kTeardownGrace).
+  return supervise(o, [&](int) {
     JobEnd end = run_children(
         {{mpirun_command(o, cores(), ::geteuid() == 0), {}, "mpirun", mpirun_reported_failure}},
         false, true);
