@@ -3,6 +3,9 @@
 #include "distml/rl/envs/humanoid.h"
 
 #include <gtest/gtest.h>
+#include <mujoco/mujoco.h>
+
+#include <algorithm>
 
 #include <chrono>
 #include <cmath>
@@ -79,22 +82,96 @@ TEST(Humanoid, FirstStepRewardIsForwardVelocityPlusAliveBonus) {
   EXPECT_NEAR(r.reward, 1.25 * (x_after - x_before) / 0.025 + 5.0, 1e-9);
 }
 
-TEST(Humanoid, ChargesControlCostOnTheClippedAction) {
+// Humanoid-v4's step written out with MuJoCo's own calls, as Gymnasium's humanoid_v4.py and
+// mujoco_env.py do it: ctrl = action as given, 5 x mj_step, mj_rnePostConstraint; the mass
+// centre is sum(body_mass * xipos) / sum(body_mass); reward = 1.25 * dx / dt + 5
+// - 0.1 * sum(ctrl^2).
+struct GymnasiumHumanoid {
+  mjModel* model;
+  mjData* data;
+  GymnasiumHumanoid() {
+    char error[512] = "";
+    model = mj_loadXML(Humanoid::model_path().c_str(), nullptr, error, sizeof error);
+    data = mj_makeData(model);
+  }
+  ~GymnasiumHumanoid() {
+    mj_deleteData(data);
+    mj_deleteModel(model);
+  }
+  double mass_center_x() const {
+    double weighted = 0, mass = 0;
+    for (int b = 0; b < model->nbody; ++b) {
+      weighted += model->body_mass[b] * data->xipos[3 * b];
+      mass += model->body_mass[b];
+    }
+    return weighted / mass;
+  }
+  void set_state(const std::vector<double>& qpos, const std::vector<double>& qvel) {
+    mj_resetData(model, data);
+    std::copy(qpos.begin(), qpos.end(), data->qpos);
+    std::copy(qvel.begin(), qvel.end(), data->qvel);
+    mj_forward(model, data);
+  }
+  double step(const std::vector<float>& action) {
+    const double before = mass_center_x();
+    for (int i = 0; i < model->nu; ++i) data->ctrl[i] = action[i];
+    for (int k = 0; k < 5; ++k) mj_step(model, data);
+    mj_rnePostConstraint(model, data);
+    double ctrl = 0;
+    for (int i = 0; i < model->nu; ++i) ctrl += data->ctrl[i] * data->ctrl[i];
+    const double dt = model->opt.timestep * 5;
+    return 1.25 * (mass_center_x() - before) / dt + 5.0 - 0.1 * ctrl;
+  }
+};
+
+// Hand-set states (a crouch, a lean with spin, a fast forward push) and actions inside and
+// outside [-1, 1]: distml's reward equals the formula. Both run the same MuJoCo calls on the same
+// model, so they agree to the last bits; 1e-12 allows for a different summation order only.
+TEST(Humanoid, RewardEqualsGymnasiumsFormulaOnHandSetStatesWithOutOfRangeActions) {
+  GymnasiumHumanoid gym;
+  const int nq = gym.model->nq, nv = gym.model->nv, nu = gym.model->nu;
+  std::vector<std::vector<double>> qpos(3, std::vector<double>(gym.model->qpos0,
+                                                               gym.model->qpos0 + nq));
+  std::vector<std::vector<double>> qvel(3, std::vector<double>(nv, 0.0));
+  qpos[0][2] = 1.2;                       // crouched
+  qpos[1][3] = 0.98, qpos[1][4] = 0.2;    // leaning (quaternion w, x; MuJoCo normalises)
+  qvel[1][5] = 1.5;                       // spinning about z
+  qvel[2][0] = 2.0;                       // pushed forward
+  for (int j = 6; j < nv; ++j) qvel[2][j] = 0.3 * ((j % 3) - 1);
+  std::vector<std::vector<float>> actions = {std::vector<float>(nu, 0.5f),
+                                             std::vector<float>(nu, 0.0f),
+                                             std::vector<float>(nu, 0.0f)};
+  for (int i = 0; i < nu; ++i) {
+    actions[1][i] = (i % 2 ? 3.0f : -2.5f);  // every control far outside its range
+    actions[2][i] = (i % 3 == 0 ? 1.7f : -0.4f);
+  }
+  for (std::size_t s = 0; s < qpos.size(); ++s) {
+    Humanoid env;
+    env.set_state(qpos[s], qvel[s]);
+    gym.set_state(qpos[s], qvel[s]);
+    const StepResult r = env.step(actions[s]);
+    const double expected = gym.step(actions[s]);
+    EXPECT_NEAR(r.reward, expected, 1e-12 * std::abs(expected)) << "state " << s;
+  }
+}
+
+// The cost is charged on the action as given, while MuJoCo applies the clipped one: 3 moves the
+// body exactly like 1 but pays 0.1 x 21 x (9 - 1) = 16.8 more.
+TEST(Humanoid, ChargesControlCostOnTheUnclippedActionButMovesAsClipped) {
   Humanoid env, reference;
   env.reset(9);
   reference.reset(9);
-  // 3 clips to the bound 1, so both act alike and pay alike.
   const std::vector<float> beyond(env.action_space().size(), 3.0f);
   const std::vector<float> at_bound(env.action_space().size(), 1.0f);
   const StepResult r = env.step(beyond), ref = reference.step(at_bound);
   EXPECT_EQ(r.observation, ref.observation);
-  EXPECT_EQ(r.reward, ref.reward);
-  // The cost itself: the saturated action pays 0.1 * 21 * 1^2 = 2.1.
-  Humanoid probe;
-  probe.reset(9);
-  const double before = probe.mass_center_x();
-  const StepResult p = probe.step(at_bound);
-  EXPECT_NEAR(p.reward, 1.25 * (probe.mass_center_x() - before) / 0.025 + 5.0 - 0.1 * 21, 1e-9);
+  EXPECT_NEAR(ref.reward - r.reward, 0.1 * 21 * (9 - 1), 1e-9);  // one cost difference, rounded
+}
+
+TEST(Humanoid, SetStateRejectsWrongSizes) {
+  Humanoid env;
+  EXPECT_THROW(env.set_state(std::vector<double>(27), std::vector<double>(27)), Error);
+  EXPECT_THROW(env.set_state(std::vector<double>(28), std::vector<double>(26)), Error);
 }
 
 TEST(Humanoid, FallsAndTerminatesUnderZeroActions) {

@@ -5,22 +5,24 @@
 
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
-#include "distml/rl/policy.h"
+#include "distml/rl/policy_state.h"
 
 namespace distml::rl {
 
-LearnerInbox::LearnerInbox(comm::Communicator& comm, torch::nn::Module& net)
+LearnerInbox::LearnerInbox(comm::Communicator& comm, torch::nn::Module& net,
+                           Normalizer* normalizer)
     : comm_(comm),
       net_(net),
+      normalizer_(normalizer),
       listener_(comm, 0, Channel::from_learner,
-                exact_size(MessageKind::parameters, parameter_count(net))) {}
+                exact_size(MessageKind::parameters, policy_floats(net, normalizer))) {}
 
 void LearnerInbox::take(Message m) {
   if (m.kind == MessageKind::stop) {
     stopped_ = true;
     return;
   }
-  load_flat_parameters(net_, m.payload);
+  unpack_policy(m.payload, net_, normalizer_);
   version_ = m.version;
   counter_ = m.extra;
 }

@@ -1,5 +1,6 @@
-// What an actor hears from its learner (rank 0): parameters, loaded into the actor's network as
-// they arrive, with their version and the learner's counter for this actor; and `stop`. Every
+// What an actor hears from its learner (rank 0): parameters (and the normaliser's shared
+// statistics, policy_state.h), loaded into the actor's network as they arrive, with their version
+// and the learner's counter for this actor; and `stop`. Every
 // wait of an actor goes through here, so it keeps taking parameters while it waits and gives
 // up with a TimeoutError when the learner falls silent.
 #pragma once
@@ -11,13 +12,15 @@
 #include <string>
 
 #include "distml/rl/message.h"
+#include "distml/rl/normalizer.h"
 
 namespace distml::rl {
 
 class LearnerInbox {
  public:
-  /// Listens on Channel::from_learner for parameters of `net` (or stop).
-  LearnerInbox(comm::Communicator& comm, torch::nn::Module& net);
+  /// Listens on Channel::from_learner for parameters of `net` and statistics of `normalizer`
+  /// (null: none), or stop.
+  LearnerInbox(comm::Communicator& comm, torch::nn::Module& net, Normalizer* normalizer = nullptr);
 
   /// Takes every message that has arrived; never blocks.
   void poll();
@@ -38,6 +41,7 @@ class LearnerInbox {
 
   comm::Communicator& comm_;
   torch::nn::Module& net_;
+  Normalizer* normalizer_;
   MessageListener listener_;
   bool stopped_ = false;
   std::uint64_t version_ = 0, counter_ = 0;

@@ -1,11 +1,13 @@
-// A learner's whole state as one checkpoint payload (network, optimizer, counters), written
-// through the checked, atomic checkpoint file of distml train.
+// A learner's whole state as one checkpoint payload (network, optimizer, the normaliser's shared
+// statistics, counters), written through the checked, atomic checkpoint file of distml train.
 #pragma once
 
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <string>
+
+#include "distml/rl/normalizer.h"
 
 namespace distml::rl {
 
@@ -14,10 +16,16 @@ struct LearnerCounters {
   std::int64_t env_steps = 0;
 };
 
-std::string save_learner_state(torch::nn::Module& net, torch::optim::Optimizer& optimizer,
-                               const LearnerCounters& counters);
+/// What a checkpoint holds besides the counters; `normalizer` may be null (Ape-X).
+struct LearnerParts {
+  torch::nn::Module& net;
+  torch::optim::Optimizer& optimizer;
+  Normalizer* normalizer = nullptr;
+};
+
+std::string save_learner_state(const LearnerParts& parts, const LearnerCounters& counters);
 /// Restores what save_learner_state wrote; CheckpointError (naming `source`) if it does not fit.
 LearnerCounters load_learner_state(const std::string& payload, const std::string& source,
-                                   torch::nn::Module& net, torch::optim::Optimizer& optimizer);
+                                   const LearnerParts& parts);
 
 }  // namespace distml::rl

@@ -1,5 +1,6 @@
 #include "distml/rl/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -40,7 +41,10 @@ std::int64_t policy_width(const Space& action) {
 
 ActorCriticImpl::ActorCriticImpl(const Space& observation, const Space& action,
                                  const NetworkOptions& options)
-    : discrete_(action.is_discrete()) {
+    : discrete_(action.is_discrete()),
+      squash_(options.squash && !action.is_discrete()),
+      low_(action.low),
+      high_(action.high) {
   actor_ = register_module("actor", mlp(observation.size(), options, policy_width(action), 0.01));
   critic_ = register_module("critic", mlp(observation.size(), options, 1, 1.0));
   if (!discrete_)
@@ -58,7 +62,9 @@ torch::Tensor ActorCriticImpl::log_prob(const torch::Tensor& policy,
         .gather(-1, actions.to(torch::kLong).reshape({-1, 1}))
         .squeeze(-1);
   const auto z = (actions - policy) * torch::exp(-log_std_);
-  return (-0.5 * z * z - log_std_ - 0.5 * std::log(2 * std::numbers::pi)).sum(-1);
+  auto log_p = (-0.5 * z * z - log_std_ - 0.5 * std::log(2 * std::numbers::pi)).sum(-1);
+  if (squash_) log_p = log_p - torch::log(1 - torch::tanh(actions).pow(2) + 1e-6).sum(-1);
+  return log_p;
 }
 
 torch::Tensor ActorCriticImpl::entropy(const torch::Tensor& policy) const {
@@ -68,6 +74,17 @@ torch::Tensor ActorCriticImpl::entropy(const torch::Tensor& policy) const {
   }
   const auto per_dim = 0.5 + 0.5 * std::log(2 * std::numbers::pi) + log_std_;
   return per_dim.sum().expand({policy.size(0)});
+}
+
+std::vector<float> ActorCriticImpl::env_actions(std::vector<float> actions) const {
+  if (discrete_) return actions;
+  const std::size_t d = low_.size();
+  for (std::size_t i = 0; i < actions.size(); ++i) {
+    const float lo = low_[i % d], hi = high_[i % d];
+    actions[i] = squash_ ? lo + (std::tanh(actions[i]) + 1.0f) * 0.5f * (hi - lo)
+                         : std::clamp(actions[i], lo, hi);
+  }
+  return actions;
 }
 
 QNetworkImpl::QNetworkImpl(const Space& observation, const Space& action,
@@ -131,7 +148,7 @@ std::vector<float> ActionSampler::sample(const ActorCriticImpl& net, const torch
 std::vector<float> ActionSampler::greedy(const ActorCriticImpl& net, const torch::Tensor& policy) {
   const auto chosen =
       net.discrete() ? policy.argmax(-1).to(torch::kFloat).contiguous() : policy.contiguous();
-  return {chosen.data_ptr<float>(), chosen.data_ptr<float>() + chosen.numel()};
+  return net.env_actions({chosen.data_ptr<float>(), chosen.data_ptr<float>() + chosen.numel()});
 }
 
 std::vector<float> ActionSampler::epsilon_greedy(const torch::Tensor& q, double epsilon) {
@@ -185,6 +202,14 @@ std::size_t parameter_count(torch::nn::Module& module) {
   std::size_t n = 0;
   for_each_parameter(module, [&](torch::Tensor& p) { n += static_cast<std::size_t>(p.numel()); });
   return n;
+}
+
+std::uint64_t parameter_digest(torch::nn::Module& module) {
+  const std::vector<float> flat = flatten(module, false);
+  const auto* bytes = reinterpret_cast<const unsigned char*>(flat.data());
+  std::uint64_t h = 0xcbf29ce484222325ULL;
+  for (std::size_t i = 0; i < flat.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
+  return h;
 }
 
 std::vector<float> flat_parameters(torch::nn::Module& module) { return flatten(module, false); }

@@ -18,6 +18,7 @@ struct NetworkOptions {
   std::vector<std::int64_t> hidden = {64, 64};
   bool tanh = true;           // tanh between layers (else ReLU)
   double init_log_std = 0.0;  // Gaussian policies: the starting log standard deviation
+  bool squash = false;        // Gaussian policies: tanh-squash samples into the action bounds
 };
 
 class ActorCriticImpl : public torch::nn::Module {
@@ -29,15 +30,24 @@ class ActorCriticImpl : public torch::nn::Module {
     torch::Tensor value;   // [N]
   };
   Output forward(const torch::Tensor& observations);
-  /// log pi(a|s) of actions [N, action size] under `policy` (from forward): [N].
+  /// log pi(a|s) of sampled actions [N, action size] under `policy` (from forward): [N]. With
+  /// network.squash the samples are the Gaussian's, before tanh, and the log-density is that of
+  /// the squashed action (the change of variables' -sum log(1 - tanh(u)^2)).
   torch::Tensor log_prob(const torch::Tensor& policy, const torch::Tensor& actions) const;
-  torch::Tensor entropy(const torch::Tensor& policy) const;  // [N]
+  /// [N]; for a squashed Gaussian, the entropy of the Gaussian before the squash.
+  torch::Tensor entropy(const torch::Tensor& policy) const;
+  /// What the environment gets for sampled actions (row-major [N x action size]): discrete ones
+  /// as they are; Gaussian ones clipped to the action bounds (Gymnasium's ClipAction, as CleanRL
+  /// does), or with network.squash mapped into them: low + (tanh(u) + 1) (high - low) / 2.
+  std::vector<float> env_actions(std::vector<float> actions) const;
   bool discrete() const { return discrete_; }
   /// Gaussian policies: the state-independent log standard deviation per dimension.
   const torch::Tensor& log_std() const { return log_std_; }
 
  private:
   bool discrete_;
+  bool squash_;
+  std::vector<float> low_, high_;  // box: the action bounds
   torch::nn::Sequential actor_{nullptr}, critic_{nullptr};
   torch::Tensor log_std_;  // box only
 };
@@ -62,7 +72,8 @@ class ActionSampler {
   explicit ActionSampler(std::uint64_t seed) : rng_(seed) {}
   /// One action per row of `policy`, row-major [N x action size].
   std::vector<float> sample(const ActorCriticImpl& net, const torch::Tensor& policy);
-  /// The most likely action per row: argmax for discrete, the mean for box.
+  /// The most likely action per row, as the environment gets it: argmax for discrete, the mean
+  /// (through env_actions) for box.
   static std::vector<float> greedy(const ActorCriticImpl& net, const torch::Tensor& policy);
   /// Epsilon-greedy over Q-values [N, actions].
   std::vector<float> epsilon_greedy(const torch::Tensor& q, double epsilon);
@@ -79,6 +90,8 @@ void load_flat_parameters(torch::nn::Module& module, std::span<const float> flat
 std::vector<float> flat_gradients(torch::nn::Module& module);
 void load_flat_gradients(torch::nn::Module& module, std::span<const float> flat);
 std::size_t parameter_count(torch::nn::Module& module);
+/// A 64-bit FNV-1a hash of the parameters' bytes: equal exactly when the parameters are.
+std::uint64_t parameter_digest(torch::nn::Module& module);
 
 /// Rows of floats as a [rows, width] float tensor (copied).
 torch::Tensor as_tensor(std::span<const float> values, std::int64_t width);

@@ -1,5 +1,8 @@
 #include "distml/rl/rl_config.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "distml/core/config_schema.h"
 #include "distml/core/error.h"
 #include "distml/rl/envs/env.h"
@@ -33,6 +36,7 @@ const config::Schema<RlConfig>& schema() {
           K::int_list_key("network", "hidden", 1, 1, CONFIG_FIELD(network.hidden)),
           K::bool_key("network", "tanh", CONFIG_FIELD(network.tanh)),
           K::float_key("network", "init_log_std", kAnyNumber, CONFIG_FIELD(network.init_log_std)),
+          K::bool_key("network", "squash", CONFIG_FIELD(network.squash)),
           K::choice_key("optim", "name", {"sgd", "adam", "adamw"}, CONFIG_FIELD(optim.name)),
           K::float_key("optim", "lr", kPositive, CONFIG_FIELD(optim.lr)),
           K::float_key("optim", "momentum", kNonNegative, CONFIG_FIELD(optim.momentum)),
@@ -54,6 +58,11 @@ const config::Schema<RlConfig>& schema() {
           K::float_key("algo", "max_grad_norm", kNonNegative, CONFIG_FIELD(algo.max_grad_norm)),
           K::bool_key("algo", "normalize_advantages", CONFIG_FIELD(algo.normalize_advantages)),
           K::bool_key("algo", "anneal_lr", CONFIG_FIELD(algo.anneal_lr)),
+          K::bool_key("normalize", "observations", CONFIG_FIELD(normalize.observations)),
+          K::bool_key("normalize", "rewards", CONFIG_FIELD(normalize.rewards)),
+          K::float_key("normalize", "clip_observations", kPositive,
+                       CONFIG_FIELD(normalize.clip_observations)),
+          K::float_key("normalize", "clip_rewards", kPositive, CONFIG_FIELD(normalize.clip_rewards)),
           K::int_key("impala", "batch_unrolls", 1, CONFIG_FIELD(impala.batch_unrolls)),
           K::float_key("impala", "clip_rho", kPositive, CONFIG_FIELD(impala.clip_rho)),
           K::float_key("impala", "clip_c", kPositive, CONFIG_FIELD(impala.clip_c)),
@@ -94,8 +103,46 @@ const config::Schema<RlConfig>& schema() {
   return s;
 }
 
+// 1 rather than 1.0 for the integer keys.
+std::string show(double v) {
+  return v == std::floor(v) ? cat(static_cast<long long>(v)) : config::format_float(v);
+}
+
+bool is_actor_critic(const std::string& algo) { return algo == "a2c" || algo == "a3c"; }
+
+// What a2c and a3c are, as named: one pass over one minibatch, no clipping, n-step returns.
+struct FixedKey {
+  std::string key;
+  double required, value;
+};
+std::vector<FixedKey> actor_critic_keys(const RlConfig& c) {
+  return {{"algo.epochs", 1, static_cast<double>(c.algo.epochs)},
+          {"algo.minibatches", 1, static_cast<double>(c.algo.minibatches)},
+          {"algo.clip", 0, c.algo.clip},
+          {"algo.lambda", 1, c.algo.lambda}};
+}
+
+void resolve_defaults(RlConfig& c) {
+  const bool continuous = !make_env(c.env.name)->action_space().is_discrete();
+  if (!c.given("normalize.observations")) c.normalize.observations = continuous;
+  if (!c.given("normalize.rewards")) c.normalize.rewards = continuous;
+  if (is_actor_critic(c.algo.name)) {
+    if (!c.given("algo.epochs")) c.algo.epochs = 1;
+    if (!c.given("algo.minibatches")) c.algo.minibatches = 1;
+    if (!c.given("algo.clip")) c.algo.clip = 0;
+    if (!c.given("algo.lambda")) c.algo.lambda = 1;
+  }
+}
+
 void check_consistency(const RlConfig& c) {
   const std::string& algo = c.algo.name;
+  if (is_actor_critic(algo))
+    for (const FixedKey& k : actor_critic_keys(c))
+      if (k.value != k.required)
+        throw ConfigError(cat(c.origin(k.key), ": ", algo,
+                              " is one pass over one minibatch without clipping, with n-step "
+                              "returns, so ", k.key, " must be ", show(k.required), ", got ",
+                              show(k.value), " (for several passes or clipping, use ppo)"));
   if (algo == "apex" && !make_env(c.env.name)->action_space().is_discrete())
     throw ConfigError(cat(c.source, ": apex (DQN) needs discrete actions; env.name = '", c.env.name,
                           "' has continuous ones (use ppo, a2c, a3c or impala)"));
@@ -120,12 +167,49 @@ void check_consistency(const RlConfig& c) {
 
 RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides) {
   const std::string text = path.empty() ? std::string() : config::read_config_text(path);
-  RlConfig c = config::parse_with(schema(), text, path.empty() ? "<defaults>" : path, overrides);
-  c.source = path.empty() ? "<defaults>" : path;
+  const std::string source = path.empty() ? "<defaults>" : path;
+  std::vector<std::string> origins;
+  RlConfig c = config::parse_with(schema(), text, source, overrides, &origins);
+  c.source = source;
+  c.origins = std::move(origins);
+  resolve_defaults(c);
   check_consistency(c);
   return c;
 }
 
 std::string canonical_text(const RlConfig& config) { return schema().canonical_text(config); }
+
+namespace {
+
+// The index of `key` in the schema (and in origins).
+std::size_t key_index(const std::string& key) {
+  const auto& keys = schema().keys();
+  const auto at = static_cast<std::size_t>(std::find(keys.begin(), keys.end(), key) - keys.begin());
+  DML_CHECK(at < keys.size(), "an unknown key: ", key);
+  return at;
+}
+
+}  // namespace
+
+bool RlConfig::given(const std::string& key) const {
+  const std::size_t at = key_index(key);
+  return at < origins.size() && !origins[at].empty();
+}
+
+std::string RlConfig::origin(const std::string& key) const {
+  return given(key) ? origins[key_index(key)] : source;
+}
+
+std::string described_config(const RlConfig& config) {
+  std::string text;
+  const auto& specs = schema().specs();
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    const bool set = i < config.origins.size() && !config.origins[i].empty();
+    std::string line = cat(specs[i].dotted(), " = ", specs[i].print(config));
+    line.resize(std::max<std::size_t>(line.size() + 2, 48), ' ');
+    text += cat(line, "# ", set ? config.origins[i] : "default", "\n");
+  }
+  return text;
+}
 
 }  // namespace distml::rl

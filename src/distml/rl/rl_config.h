@@ -1,5 +1,5 @@
 // The configuration of `distml rl`: a TOML file with sections [env] [network] [optim] [algo]
-// [impala] [apex] [run], plus `--set section.key=value` overrides. Every key has a default
+// [normalize] [impala] [apex] [run], plus `--set section.key=value` overrides. Every key has a default
 // here; examples/rl/<algo>_<env>.toml hold the tuned values per (algorithm, environment).
 // Unknown keys and bad values are ConfigErrors naming the file and the key.
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "distml/rl/normalizer.h"
 #include "distml/rl/policy.h"
 #include "distml/train/optimizer_factory.h"
 
@@ -85,14 +86,28 @@ struct RlConfig {
   NetworkOptions network;
   train::OptimizerOptions optim{.name = "adam", .lr = 3e-4, .eps = 1e-5};
   AlgoConfig algo;
+  NormalizeConfig normalize;  // on by default for continuous actions (load_rl_config)
   ImpalaConfig impala;
   ApexConfig apex;
   RunConfig run;
+  /// Per key (rl_config_keys() order): what set it, or empty where the default stands.
+  std::vector<std::string> origins;
+  bool given(const std::string& key) const;
+  /// What set `key`: its origin when given, else the config's source.
+  std::string origin(const std::string& key) const;
 };
 
-/// Reads `path` (empty: defaults only), applies the overrides, checks the rules between keys.
+/// Reads `path` (empty: defaults only), applies the overrides, resolves the defaults that depend
+/// on the algorithm and the environment, and checks the rules between keys:
+///  - [normalize] observations and rewards are on for continuous actions (where CleanRL's PPO
+///    normalises), off for discrete ones;
+///  - a2c and a3c are one pass over one minibatch without clipping, with n-step returns
+///    (algo.epochs 1, algo.minibatches 1, algo.clip 0, algo.lambda 1): those are their defaults,
+///    and another value given for them is refused with the reason.
 RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides);
 /// Every key as "section.key = value" lines in canonical order (hashed to compare ranks).
 std::string canonical_text(const RlConfig& config);
+/// canonical_text with, beside each key, what set it (the file, a --set, or "default").
+std::string described_config(const RlConfig& config);
 
 }  // namespace distml::rl

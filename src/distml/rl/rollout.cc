@@ -4,15 +4,17 @@
 
 namespace distml::rl {
 
-Rollout collect_rollout(ActorCriticImpl& net, VectorEnv& envs, ActionSampler& sampler,
-                        std::int64_t steps, double gamma) {
+Rollout collect_rollout(ActorCriticImpl& net, VectorEnv& envs, Normalizer& normalizer,
+                        ActionSampler& sampler, std::int64_t steps, double gamma) {
   torch::NoGradGuard no_grad;
   const std::int64_t k = envs.copies(), obs = envs.observation_size();
   const std::int64_t act = envs.action_space().size();
   std::vector<torch::Tensor> observations, actions, log_probs, values;
   std::vector<float> rewards, discounts;  // [T x K]
   for (std::int64_t t = 0; t < steps; ++t) {
-    const auto o = as_tensor(envs.observations(), obs);
+    std::vector<float> seen = envs.observations();
+    normalizer.observe(seen);
+    const auto o = as_tensor(seen, obs);
     const auto out = net.forward(o);
     const std::vector<float> a = sampler.sample(net, out.policy);
     const auto a_tensor = as_tensor(a, act);
@@ -20,19 +22,26 @@ Rollout collect_rollout(ActorCriticImpl& net, VectorEnv& envs, ActionSampler& sa
     actions.push_back(a_tensor);
     log_probs.push_back(net.log_prob(out.policy, a_tensor));
     values.push_back(out.value);
-    const VectorEnv::Step& s = envs.step(a);
+    const VectorEnv::Step& s = envs.step(net.env_actions(a));
+    std::vector<float> scaled = s.rewards;
+    std::vector<std::uint8_t> ended(k);
+    for (std::int64_t c = 0; c < k; ++c) ended[c] = s.terminated[c] || s.truncated[c];
+    normalizer.scale_rewards(scaled, ended);
     for (std::int64_t c = 0; c < k; ++c) {
-      double reward = s.rewards[c];
-      const bool ended = s.terminated[c] || s.truncated[c];
+      double reward = scaled[c];
       if (s.truncated[c] && !s.terminated[c]) {
-        const std::span<const float> last(s.final_observations.data() + c * obs, obs);
+        std::vector<float> last(s.final_observations.begin() + c * obs,
+                                s.final_observations.begin() + (c + 1) * obs);
+        normalizer.normalize(last);
         reward += gamma * net.forward(as_tensor(last, obs)).value.item<float>();
       }
       rewards.push_back(static_cast<float>(reward));
-      discounts.push_back(ended ? 0.0f : static_cast<float>(gamma));
+      discounts.push_back(ended[c] ? 0.0f : static_cast<float>(gamma));
     }
   }
-  observations.push_back(as_tensor(envs.observations(), obs));
+  std::vector<float> next = envs.observations();  // counted when the next rollout acts on it
+  normalizer.normalize(next);
+  observations.push_back(as_tensor(next, obs));
   Rollout r{torch::stack(observations), torch::stack(actions), torch::stack(log_probs),
             torch::stack(values),       as_tensor(rewards, k), as_tensor(discounts, k)};
   const VectorEnv::Finished finished = envs.take_finished();

@@ -1,8 +1,12 @@
 // A T-step rollout of K environment copies under the current policy, time-major, as PPO, A2C,
 // A3C and IMPALA's actors collect it; and its flat form for an unroll message.
 //
+// Observations and rewards pass through the actor's Normalizer (a no-op unless [normalize] asks
+// for it): the rollout holds what the network saw and the scaled rewards it learns from.
+// Actions are the sampled ones; the environments get ActorCriticImpl::env_actions of them.
+//
 // Truncation: when the time limit cuts an episode, gamma * V(final observation) is added to the
-// step's reward and its discount is 0, so every return and advantage formula can cut at
+// step's (scaled) reward and its discount is 0, so every return and advantage formula can cut at
 // discount 0 without treating a time-out as failure.
 #pragma once
 
@@ -13,6 +17,7 @@
 #include <vector>
 
 #include "distml/rl/envs/vector_env.h"
+#include "distml/rl/normalizer.h"
 #include "distml/rl/policy.h"
 
 namespace distml::rl {
@@ -28,9 +33,10 @@ struct Rollout {
   std::int64_t finished_episodes = 0;
 };
 
-/// Runs every copy of `envs` for `steps` steps, sampling actions from `net`.
-Rollout collect_rollout(ActorCriticImpl& net, VectorEnv& envs, ActionSampler& sampler,
-                        std::int64_t steps, double gamma);
+/// Runs every copy of `envs` for `steps` steps, sampling actions from `net`; `normalizer`
+/// counts and normalises the observations and scales the rewards.
+Rollout collect_rollout(ActorCriticImpl& net, VectorEnv& envs, Normalizer& normalizer,
+                        ActionSampler& sampler, std::int64_t steps, double gamma);
 
 /// The shape of a rollout, to size and check unroll messages.
 struct RolloutShape {

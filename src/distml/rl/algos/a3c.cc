@@ -1,9 +1,10 @@
 // A3C (Mnih et al. 2016) across ranks. Rank 0 holds the parameters and the optimizer; every
 // other rank is an actor-learner:
 //  1. collect T steps from its K copies with its copy of the parameters (version v);
-//  2. compute the actor-critic gradient on them (n-step returns: GAE with lambda = 1) and
-//     send it, tagged v;
-//  3. wait for rank 0's answer: the parameters after applying that gradient (or `stop`).
+//  2. compute the actor-critic gradient on them (n-step returns) and send it, tagged v, with the
+//     normalisation statistics it counted;
+//  3. wait for rank 0's answer: the parameters (and shared statistics) after applying that
+//     gradient (or `stop`).
 // Rank 0 applies gradients in arrival order, so workers never wait for each other; a gradient
 // from version v applied at version u is u - v updates stale (reported as policy lag).
 #include <thread>
@@ -12,6 +13,7 @@
 #include "distml/rl/actor_roster.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/algos/common.h"
+#include "distml/rl/policy_state.h"
 #include "distml/rl/returns.h"
 #include "distml/rl/rollout.h"
 #include "distml/rl/run_monitor.h"
@@ -43,15 +45,17 @@ void run_worker(const RlConfig& config, comm::Communicator& comm, Timeline* time
   Timeline::Lane* lane = lane_of(timeline, "actor");
   ActorCritic net = make_actor_critic(config);
   VectorEnv envs = make_actor_envs(config, comm.rank());
+  Normalizer normalizer = make_normalizer(config);
   ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()));
   MessageListener from_holder(comm, 0, Channel::from_learner,
-                              exact_size(MessageKind::parameters, parameter_count(*net)));
+                              exact_size(MessageKind::parameters, policy_floats(*net, &normalizer)));
   std::uint64_t version = 0;
   for (std::int64_t sent = 0;; ++sent) {
     if (comm.rank() == config.run.fault_actor && sent == config.run.fault_after) return;
     const Rollout r = [&] {
       Span collecting(lane, "rollout", "gradient", sent);
-      return collect_rollout(*net, envs, sampler, config.algo.unroll, config.algo.gamma);
+      return collect_rollout(*net, envs, normalizer, sampler, config.algo.unroll,
+                             config.algo.gamma);
     }();
     std::vector<float> payload = [&] {
       Span computing(lane, "gradient", "gradient", sent);
@@ -59,6 +63,7 @@ void run_worker(const RlConfig& config, comm::Communicator& comm, Timeline* time
       a3c_loss(*net, r, config.algo).backward();
       return flat_gradients(*net);
     }();
+    put_doubles(payload, normalizer.take_pending());
     payload.push_back(static_cast<float>(r.finished_return_sum));
     payload.push_back(static_cast<float>(r.finished_episodes));
     send_message(comm, 0, Channel::to_learner,
@@ -68,7 +73,7 @@ void run_worker(const RlConfig& config, comm::Communicator& comm, Timeline* time
     Span waiting(lane, "queue_wait");  // for the parameters after our gradient
     const Message answer = from_holder.take();
     if (answer.kind == MessageKind::stop) return;
-    load_flat_parameters(*net, answer.payload);
+    unpack_policy(answer.payload, *net, &normalizer);
     version = answer.version;
   }
 }
@@ -76,15 +81,18 @@ void run_worker(const RlConfig& config, comm::Communicator& comm, Timeline* time
 RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks) {
   ActorCritic net = make_actor_critic(config);
   auto optimizer = make_optimizer(config, *net);
-  LearnerCounters counters = resume_if_asked(config, *net, *optimizer);
+  Normalizer normalizer = make_normalizer(config);
+  LearnerCounters counters = resume_if_asked(config, *net, *optimizer, &normalizer);
   const std::int64_t resumed_updates = counters.update;
   const std::size_t n_params = parameter_count(*net);
+  const std::size_t n_stats = 2 * normalizer.packed_size();  // floats of a worker's statistics
   std::vector<int> workers;
   for (int r = 1; r < comm.size(); ++r) workers.push_back(r);
   ActorRoster roster(comm, workers, Channel::to_learner,
-                     exact_size(MessageKind::gradients, n_params + kEpisodeFloats), config, hooks);
+                     exact_size(MessageKind::gradients, n_params + n_stats + kEpisodeFloats), config,
+                     hooks);
   RunMonitor monitor(config, hooks);
-  auto state = [&] { return save_learner_state(*net, *optimizer, counters); };
+  auto state = [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); };
   const std::int64_t steps_per_gradient = config.algo.unroll * config.env.copies;
   const std::int64_t total_updates = config.run.env_steps / steps_per_gradient;
   double lag_sum = 0;
@@ -101,24 +109,28 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
     const std::int64_t lag = counters.update - static_cast<std::int64_t>(m.version);
     lag_sum += static_cast<double>(lag);
     lag_max = std::max(lag_max, lag);
-    monitor.add_episodes(m.payload[n_params], static_cast<std::int64_t>(m.payload[n_params + 1]));
+    const std::span<const float> payload(m.payload);
+    normalizer.merge_pending(
+        get_doubles(payload.subspan(n_params, n_stats), normalizer.packed_size()));
+    monitor.add_episodes(payload[n_params + n_stats],
+                         static_cast<std::int64_t>(payload[n_params + n_stats + 1]));
     train::set_lr(*optimizer, annealed_lr(config, counters.update, total_updates));
-    load_flat_gradients(*net, std::span<const float>(m.payload.data(), n_params));
+    load_flat_gradients(*net, payload.first(n_params));
     clip_gradients(*net, config.algo.max_grad_norm);
     optimizer->step();
     ++counters.update;
     counters.env_steps += static_cast<std::int64_t>(m.extra);
     send_message(comm, rank, Channel::from_learner,
                  Message{MessageKind::parameters, static_cast<std::uint64_t>(counters.update), 0,
-                         flat_parameters(*net)});
-    stopping = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net), state,
+                         pack_policy(*net, &normalizer)});
+    stopping = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net, normalizer), state,
                                     {{"policy_lag", lag}}) ||
                counters.env_steps >= config.run.env_steps;
   };
   while (!roster.live().empty())
     if (roster.poll(on_gradient) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 
-  RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net), state);
+  RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net, normalizer), state);
   const std::int64_t applied = counters.update - resumed_updates;
   result.report["policy_lag_mean"] = applied ? lag_sum / applied : 0.0;
   result.report["policy_lag_max"] = lag_max;

@@ -22,6 +22,8 @@ struct RunResult {
   std::int64_t env_steps = 0;
   double env_steps_per_sec = 0;
   nlohmann::json report = nlohmann::json::object();  // algorithm-specific done-line fields
+  /// ppo and a2c, on every rank: a hash of the final parameters (the ranks must agree).
+  std::uint64_t parameter_digest = 0;
 };
 
 /// Called on rank 0 only: a JSON event ({"event": "update" | "eval" | "checkpoint" |

@@ -308,7 +308,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
                  Message{MessageKind::sample_request, 0, 0, {static_cast<float>(beta())}});
   };
   RunMonitor monitor(config, hooks);
-  auto state = [&] { return save_learner_state(*online, *optimizer, counters); };
+  auto state = [&] { return save_learner_state({*online, *optimizer}, counters); };
   request();
   bool solved = false;
   std::size_t replay_size = 0;

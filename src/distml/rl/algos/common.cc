@@ -17,6 +17,11 @@ VectorEnv make_actor_envs(const RlConfig& config, int actor) {
                    config.run.seed * 1000003ULL + static_cast<std::uint64_t>(actor));
 }
 
+Normalizer make_normalizer(const RlConfig& config) {
+  return Normalizer(config.normalize, make_env(config.env.name)->observation_space().size(),
+                    static_cast<int>(config.env.copies), config.algo.gamma);
+}
+
 namespace {
 
 // Builds a network from torch's global generator seeded with run.seed, under one lock: the
@@ -43,9 +48,11 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
   return train::make_optimizer(net.parameters(), config.optim);
 }
 
-Policy greedy_policy(ActorCritic net) {
-  return [net](const torch::Tensor& observation) mutable {
-    return ActionSampler::greedy(*net, net->forward(observation).policy);
+Policy greedy_policy(ActorCritic net, const Normalizer& normalizer) {
+  return [net, &normalizer](const torch::Tensor& observation) mutable {
+    torch::Tensor seen = observation.contiguous().clone();
+    normalizer.normalize(std::span<float>(seen.data_ptr<float>(), seen.numel()));
+    return ActionSampler::greedy(*net, net->forward(seen).policy);
   };
 }
 
@@ -69,10 +76,10 @@ double clip_gradients(torch::nn::Module& net, double max_norm) {
 }
 
 LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
-                                torch::optim::Optimizer& optimizer) {
+                                torch::optim::Optimizer& optimizer, Normalizer* normalizer) {
   if (config.run.resume.empty()) return {};
   const std::string path = checkpoint_path(config.run.resume);
-  return load_learner_state(train::read_checked_file(path), path, net, optimizer);
+  return load_learner_state(train::read_checked_file(path), path, {net, optimizer, normalizer});
 }
 
 double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates) {

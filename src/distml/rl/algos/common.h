@@ -20,6 +20,9 @@ void prepare_rank(const RlConfig& config);
 
 /// The environments of actor `actor` (distinct seeds per actor).
 VectorEnv make_actor_envs(const RlConfig& config, int actor);
+/// The normaliser of an actor with config.env.copies copies (or of a learner: its statistics are
+/// the shared ones), as [normalize] says.
+Normalizer make_normalizer(const RlConfig& config);
 
 /// The actor-critic for config.env, initialised from config.run.seed (equal on every rank).
 ActorCritic make_actor_critic(const RlConfig& config);
@@ -28,16 +31,19 @@ QNetwork make_q_network(const RlConfig& config);
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
                                                         torch::nn::Module& net);
 
-Policy greedy_policy(ActorCritic net);
+/// The greedy action of `net` for an observation normalised by `normalizer`'s statistics.
+Policy greedy_policy(ActorCritic net, const Normalizer& normalizer);
 
 /// Averages the gradients of `net` over the ranks of `comm` (one flat all-reduce).
 void average_gradients(torch::nn::Module& net, comm::Communicator& comm);
 /// Clips the global gradient norm when max_norm > 0; returns the norm before clipping.
 double clip_gradients(torch::nn::Module& net, double max_norm);
 
-/// Restores config.run.resume into net and optimizer (counters zero when not resuming).
+/// Restores config.run.resume into net, optimizer and the normaliser's shared statistics (if
+/// any); counters zero when not resuming.
 LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
-                                torch::optim::Optimizer& optimizer);
+                                torch::optim::Optimizer& optimizer,
+                                Normalizer* normalizer = nullptr);
 
 /// The learning rate for an update when annealing linearly over `total_updates`.
 double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates);

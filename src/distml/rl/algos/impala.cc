@@ -21,6 +21,7 @@
 #include "distml/rl/algos/common.h"
 #include "distml/rl/learner_inbox.h"
 #include "distml/rl/parameter_sender.h"
+#include "distml/rl/policy_state.h"
 #include "distml/rl/returns.h"
 #include "distml/rl/rollout.h"
 #include "distml/rl/run_monitor.h"
@@ -44,13 +45,14 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, Timeline* timel
   Timeline::Lane* lane = lane_of(timeline, "actor");
   ActorCritic net = make_actor_critic(config);
   VectorEnv envs = make_actor_envs(config, comm.rank());
+  Normalizer normalizer = make_normalizer(config);
   ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()));
-  LearnerInbox learner(comm, *net);
+  LearnerInbox learner(comm, *net, &normalizer);
   const auto& algo = config.algo;
 
   const auto solo_start = Clock::now();
   for (std::int64_t i = 0; i < config.impala.solo_unrolls; ++i)
-    collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+    collect_rollout(*net, envs, normalizer, sampler, algo.unroll, algo.gamma);
   const double solo_s = seconds_since(solo_start);
   const double solo_rate =
       solo_s > 0 ? config.impala.solo_unrolls * algo.unroll * config.env.copies / solo_s : 0;
@@ -67,7 +69,7 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, Timeline* timel
     const std::uint64_t behaviour_version = learner.version();
     Rollout r = [&] {
       Span collecting(lane, "rollout", "unroll", sent);
-      return collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+      return collect_rollout(*net, envs, normalizer, sampler, algo.unroll, algo.gamma);
     }();
     steps += algo.unroll * config.env.copies;
     {
@@ -77,10 +79,12 @@ void run_actor(const RlConfig& config, comm::Communicator& comm, Timeline* timel
                          "the learner (rank 0) used none of its queued unrolls");
     }
     if (learner.stopped()) break;
-    in_flight.emplace(
-        comm, 0, Channel::to_learner,
-        Message{MessageKind::unroll, behaviour_version,
-                static_cast<std::uint64_t>(algo.unroll * config.env.copies), pack(r)});
+    std::vector<float> payload = pack(r);
+    put_doubles(payload, normalizer.take_pending());
+    in_flight.emplace(comm, 0, Channel::to_learner,
+                      Message{MessageKind::unroll, behaviour_version,
+                              static_cast<std::uint64_t>(algo.unroll * config.env.copies),
+                              std::move(payload)});
     ++sent;
   }
   // The learner sends nothing after `stop`; it keeps receiving until our goodbye.
@@ -130,12 +134,14 @@ VTraceLoss vtrace_loss(ActorCriticImpl& net, const Rollout& b, const RlConfig& c
 RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks) {
   ActorCritic net = make_actor_critic(config);
   auto optimizer = make_optimizer(config, *net);
-  LearnerCounters counters = resume_if_asked(config, *net, *optimizer);
+  Normalizer normalizer = make_normalizer(config);
+  LearnerCounters counters = resume_if_asked(config, *net, *optimizer, &normalizer);
   const RolloutShape shape = shape_of(make_actor_envs(config, 0), config.algo.unroll);
+  const std::size_t n_stats = 2 * normalizer.packed_size();  // floats of an actor's statistics
   std::vector<int> actors;
   for (int r = 1; r < comm.size(); ++r) actors.push_back(r);
-  ActorRoster roster(comm, actors, Channel::to_learner, unroll_or_stop(shape.floats()), config,
-                     hooks);
+  ActorRoster roster(comm, actors, Channel::to_learner, unroll_or_stop(shape.floats() + n_stats),
+                     config, hooks);
   ParameterSender parameters(comm);
   std::map<int, std::uint64_t> consumed, consumed_told;  // per actor: unrolls trained on
   // Sends the parameters to every actor that has taken its previous copy, when they are newer
@@ -146,7 +152,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
     for (int r : roster.live()) {
       if (sent_version == counters.update && consumed_told[r] == consumed[r]) continue;
       if (!parameters.delivered(r)) continue;  // the actor is behind
-      if (flat.empty()) flat = flat_parameters(*net);
+      if (flat.empty()) flat = pack_policy(*net, &normalizer);
       parameters.send(r, flat, static_cast<std::uint64_t>(counters.update), consumed[r]);
       consumed_told[r] = consumed[r];
     }
@@ -155,7 +161,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   if (!config.run.resume.empty()) push_parameters();
 
   RunMonitor monitor(config, hooks);
-  auto state = [&] { return save_learner_state(*net, *optimizer, counters); };
+  auto state = [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); };
   std::deque<Unroll> queue;
   std::map<int, std::array<float, 2>> actor_rates;
   auto on_message = [&](int rank, Message m) {
@@ -165,7 +171,9 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
       return;
     }
     counters.env_steps += static_cast<std::int64_t>(m.extra);
-    queue.push_back({unpack(m.payload, shape), m.version, rank});
+    const std::span<const float> payload(m.payload);
+    normalizer.merge_pending(get_doubles(payload.subspan(shape.floats()), normalizer.packed_size()));
+    queue.push_back({unpack(payload.first(shape.floats()), shape), m.version, rank});
   };
   double lag_sum = 0;
   std::int64_t lag_max = 0, lag_count = 0;
@@ -205,7 +213,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
     optimizer->step();
     ++counters.update;
     push_parameters();
-    solved = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net), state,
+    solved = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net, normalizer), state,
                                   {{"policy_loss", loss.policy},
                                    {"baseline_loss", loss.baseline},
                                    {"entropy", loss.entropy},
@@ -224,7 +232,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   while (!roster.live().empty())
     if (roster.poll(on_message) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 
-  RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net), state);
+  RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net, normalizer), state);
   double alone = 0, with_learner = 0;
   for (const auto& [rank, rates] : actor_rates) {
     alone += rates[0] / actor_rates.size();

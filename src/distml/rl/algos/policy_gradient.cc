@@ -12,6 +12,7 @@
 #include "distml/data/permutation.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/algos/common.h"
+#include "distml/rl/algos/ppo_loss.h"
 #include "distml/rl/returns.h"
 #include "distml/rl/rollout.h"
 #include "distml/rl/run_monitor.h"
@@ -19,12 +20,8 @@
 namespace distml::rl {
 namespace {
 
-struct Batch {
-  torch::Tensor observations, actions, log_probs, values, advantages, returns;
-};
-
 // The rollout flattened to T*K samples, with its advantages and returns.
-Batch training_batch(const Rollout& r, ActorCriticImpl& net, double lambda) {
+PpoBatch training_batch(const Rollout& r, ActorCriticImpl& net, double lambda) {
   torch::NoGradGuard no_grad;
   const auto steps = r.rewards.size(0), copies = r.rewards.size(1);
   const auto bootstrap = net.forward(r.observations[steps]).value;
@@ -38,42 +35,6 @@ Batch training_batch(const Rollout& r, ActorCriticImpl& net, double lambda) {
           a.returns.reshape({n})};
 }
 
-struct LossTerms {
-  torch::Tensor total;
-  double policy, value, entropy, clip_fraction;
-};
-
-LossTerms ppo_loss(ActorCriticImpl& net, const Batch& b, const torch::Tensor& idx,
-                   const AlgoConfig& algo) {
-  const auto out = net.forward(b.observations.index_select(0, idx));
-  const auto log_p = net.log_prob(out.policy, b.actions.index_select(0, idx));
-  const auto ratio = torch::exp(log_p - b.log_probs.index_select(0, idx));
-  auto adv = b.advantages.index_select(0, idx);
-  if (algo.normalize_advantages && adv.numel() > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
-  torch::Tensor policy_loss;
-  double clip_fraction = 0;
-  if (algo.clip > 0) {
-    const auto clipped = torch::clamp(ratio, 1 - algo.clip, 1 + algo.clip);
-    policy_loss = -torch::min(ratio * adv, clipped * adv).mean();
-    clip_fraction = ((ratio - 1).abs() > algo.clip).to(torch::kFloat).mean().item<double>();
-  } else {
-    policy_loss = -(ratio * adv).mean();
-  }
-  const auto returns = b.returns.index_select(0, idx);
-  const auto v = out.value;
-  torch::Tensor value_loss = (v - returns).pow(2);
-  if (algo.value_clip > 0) {
-    const auto old_v = b.values.index_select(0, idx);
-    const auto v_clipped = old_v + torch::clamp(v - old_v, -algo.value_clip, algo.value_clip);
-    value_loss = torch::max(value_loss, (v_clipped - returns).pow(2));
-  }
-  value_loss = 0.5 * value_loss.mean();
-  const auto entropy = net.entropy(out.policy).mean();
-  return {policy_loss + algo.value_coef * value_loss - algo.entropy * entropy,
-          policy_loss.item<double>(), value_loss.item<double>(), entropy.item<double>(),
-          clip_fraction};
-}
-
 }  // namespace
 
 RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
@@ -82,7 +43,8 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
   const AlgoConfig& algo = config.algo;
   ActorCritic net = make_actor_critic(config);
   auto optimizer = make_optimizer(config, *net);
-  LearnerCounters counters = resume_if_asked(config, *net, *optimizer);
+  Normalizer normalizer = make_normalizer(config);
+  LearnerCounters counters = resume_if_asked(config, *net, *optimizer, &normalizer);
   VectorEnv envs = make_actor_envs(config, comm.rank());
   ActionSampler sampler(config.run.seed * 7919 + static_cast<std::uint64_t>(comm.rank()) +
                         static_cast<std::uint64_t>(counters.update) * 104729);
@@ -93,7 +55,7 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
   const std::int64_t minibatch = std::max<std::int64_t>(1, samples / algo.minibatches);
   const bool lead = comm.rank() == 0;
   RunMonitor monitor(config, hooks);
-  auto state = [&] { return save_learner_state(*net, *optimizer, counters); };
+  auto state = [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); };
   Timeline::Lane* actor_lane = lane_of(hooks.timeline, "actor");
   Timeline::Lane* learner_lane = lane_of(hooks.timeline, "learner");
 
@@ -101,11 +63,12 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
     train::set_lr(*optimizer, annealed_lr(config, counters.update, total_updates));
     const Rollout rollout = [&] {
       Span collecting(actor_lane, "rollout", "update", counters.update);
-      return collect_rollout(*net, envs, sampler, algo.unroll, algo.gamma);
+      return collect_rollout(*net, envs, normalizer, sampler, algo.unroll, algo.gamma);
     }();
+    normalizer.sync(comm);
     Span updating(learner_lane, "update", "update", counters.update);
-    const Batch batch = training_batch(rollout, *net, algo.lambda);
-    LossTerms last{};
+    const PpoBatch batch = training_batch(rollout, *net, algo.lambda);
+    PpoLoss last{};
     for (std::int64_t epoch = 0; epoch < algo.epochs; ++epoch) {
       const auto order = data::shuffled_permutation(
           static_cast<std::size_t>(samples), config.run.seed + comm.rank(),
@@ -131,7 +94,7 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
     std::array<std::int64_t, 1> stop{0};
     if (lead) {
       monitor.add_episodes(episodes[0], static_cast<std::int64_t>(episodes[1]));
-      stop[0] = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net), state,
+      stop[0] = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net, normalizer), state,
                                      {{"policy_loss", last.policy},
                                       {"value_loss", last.value},
                                       {"entropy", last.entropy},
@@ -140,8 +103,11 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
     comm.broadcast(comm::view(stop), 0);
     if (stop[0]) break;
   }
-  if (!lead) return {};
-  return monitor.finish(counters.update, counters.env_steps, greedy_policy(net), state);
+  RunResult result;
+  if (lead)
+    result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net, normalizer), state);
+  result.parameter_digest = parameter_digest(*net);
+  return result;
 }
 
 }  // namespace distml::rl

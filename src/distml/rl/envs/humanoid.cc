@@ -78,9 +78,25 @@ std::vector<float> Humanoid::reset(std::uint64_t seed) {
   SplitMix64 rng(seed);
   for (int i = 0; i < m.nq; ++i) d.qpos[i] += rng.uniform(-kResetNoise, kResetNoise);
   for (int i = 0; i < m.nv; ++i) d.qvel[i] += rng.uniform(-kResetNoise, kResetNoise);
-  mj_forward(&m, &d);
+  return start_episode();
+}
+
+void Humanoid::set_state(std::span<const double> qpos, std::span<const double> qvel) {
+  const mjModel& m = *model_;
+  mjData& d = *data_;
+  if (static_cast<int>(qpos.size()) != m.nq || static_cast<int>(qvel.size()) != m.nv)
+    throw Error(cat("humanoid: set_state takes ", m.nq, " qpos and ", m.nv, " qvel values, got ",
+                    qpos.size(), " and ", qvel.size()));
+  mj_resetData(&m, &d);
+  std::copy(qpos.begin(), qpos.end(), d.qpos);
+  std::copy(qvel.begin(), qvel.end(), d.qvel);
+  start_episode();
+}
+
+std::vector<float> Humanoid::start_episode() {
+  mj_forward(model_.get(), data_.get());
   // MuJoCo computes cfrc_ext only on request; Gymnasium requests it after every step.
-  mj_rnePostConstraint(&m, &d);
+  mj_rnePostConstraint(model_.get(), data_.get());
   steps_ = 0;
   episode_over_ = false;
   return observe();
@@ -97,7 +113,7 @@ StepResult Humanoid::step(std::span<const float> action) {
 
   double ctrl_cost = 0;
   for (int i = 0; i < m.nu; ++i) {
-    d.ctrl[i] = std::clamp(action[i], action_space_.low[i], action_space_.high[i]);
+    d.ctrl[i] = action[i];  // MuJoCo clamps it to ctrlrange when it applies it
     ctrl_cost += d.ctrl[i] * d.ctrl[i];
   }
   ctrl_cost *= kCtrlCostWeight;

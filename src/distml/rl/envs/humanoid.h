@@ -4,7 +4,11 @@
 //
 // Reward and termination are Humanoid-v4's: reward = 1.25 * (x-velocity of the centre of mass)
 // + 5 (alive bonus; with termination on, v4 pays it on every step, the ending one included)
-// - 0.1 * |ctrl|^2; terminated when the torso height qpos[2] leaves (1.0, 2.0); truncated after
+// - 0.1 * |ctrl|^2, where ctrl is the action as given: like Gymnasium, the action goes into
+// MuJoCo's ctrl unclipped (MuJoCo clamps it to the control range when it applies it) and the
+// cost is charged on it, so an out-of-range action moves the body like the clipped one and
+// costs more (an agent that wants the clipped cost clips its actions, as CleanRL's ClipAction
+// and distml's actors do); terminated when the torso height qpos[2] leaves (1.0, 2.0); truncated after
 // 1000 steps; one step is 5 MuJoCo steps; reset adds uniform(-0.01, 0.01) noise to qpos0 and to
 // the zero velocity. The observation is v4's: qpos[2:], qvel, cinert, cvel, qfrc_actuator and
 // cfrc_ext, with cinert, cvel and cfrc_ext over every body, the world included.
@@ -61,6 +65,9 @@ class Humanoid : public Env {
   std::vector<float> reset(std::uint64_t seed) override;
   /// Throws Error on a wrong action size or once the episode has ended (reset() first).
   StepResult step(std::span<const float> action) override;
+  /// Starts an episode from this state (Gymnasium's set_state): qpos (nq values) and qvel (nv),
+  /// for tests. Error on wrong sizes.
+  void set_state(std::span<const double> qpos, std::span<const double> qvel);
 
   /// Seconds of simulated time per step: the model's timestep times kFrameSkip.
   double dt() const;
@@ -75,6 +82,7 @@ class Humanoid : public Env {
   };
 
   std::vector<float> observe() const;
+  std::vector<float> start_episode();  // after the state is set: forces, counters, observation
 
   std::shared_ptr<const mjModel_> model_;
   std::unique_ptr<mjData_, DataDeleter> data_;
