@@ -67,9 +67,16 @@ void print_rl_event(EventPrinter& printer, const nlohmann::json& e) {
     std::printf("update %lld  env steps %lld  eval return %.2f over %lld episodes\n",
                 e["update"].get<long long>(), e["env_steps"].get<long long>(),
                 e["eval_mean_return"].get<double>(), e["eval_episodes"].get<long long>());
+  else if (kind == "target")
+    std::printf("env steps %lld  %s return %.2f reached the target %.2f: stopping\n",
+                e["env_steps"].get<long long>(),
+                e["metric"] == "train" ? "training (last 100 episodes)" : "evaluation",
+                e["value"].get<double>(), e["target_return"].get<double>());
   else if (kind == "checkpoint")
     std::printf("update %lld  checkpoint %s\n", e["update"].get<long long>(),
                 e["path"].get<std::string>().c_str());
+  else if (kind == "note")
+    std::fprintf(stderr, "distml rl: %s\n", e["message"].get<std::string>().c_str());
   else if (kind == "actor_lost")
     std::printf("actor rank %d lost (%s); %s\n", e["rank"].get<int>(),
                 e["reason"].get<std::string>().c_str(), e["action"].get<std::string>().c_str());
@@ -180,9 +187,9 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
   std::string envs;
   for (const auto& name : rl::env_names()) envs += (envs.empty() ? "" : "|") + name;
   auto* sub = app.add_subcommand("rl", kRlDescription);
-  sub->add_option("algorithm", o->algo, "ppo | a2c | a3c | impala | apex")
+  sub->add_option("algorithm", o->algo, "ppo | a2c | a3c | impala | apex | apex_dpg")
       ->required()
-      ->check(CLI::IsMember({"ppo", "a2c", "a3c", "impala", "apex"}));
+      ->check(CLI::IsMember(rl::algorithm_names()));
   sub->add_option("--env", o->env, envs)->check(CLI::IsMember(rl::env_names()));
   sub->add_option("--config", o->config_path,
                   "TOML file with [env] [network] [optim] [algo] [impala] [apex] [run]");

@@ -7,12 +7,8 @@
 #include "distml/core/error.h"
 
 namespace distml::rl {
-namespace {
-
-// An MLP with orthogonal initialisation (gain sqrt 2 inside, `out_gain` on the last layer), the
-// initialisation PPO implementations use; a small last-layer gain starts the policy near uniform.
-torch::nn::Sequential mlp(std::int64_t in, const NetworkOptions& o, std::int64_t out,
-                          double out_gain) {
+torch::nn::Sequential make_mlp(std::int64_t in, const NetworkOptions& o, std::int64_t out,
+                               double out_gain) {
   torch::nn::Sequential net;
   auto add_linear = [&](std::int64_t a, std::int64_t b, double gain) {
     torch::nn::Linear layer(a, b);
@@ -33,6 +29,8 @@ torch::nn::Sequential mlp(std::int64_t in, const NetworkOptions& o, std::int64_t
   return net;
 }
 
+namespace {
+
 std::int64_t policy_width(const Space& action) {
   return action.is_discrete() ? action.n : action.size();
 }
@@ -45,8 +43,10 @@ ActorCriticImpl::ActorCriticImpl(const Space& observation, const Space& action,
       squash_(options.squash && !action.is_discrete()),
       low_(action.low),
       high_(action.high) {
-  actor_ = register_module("actor", mlp(observation.size(), options, policy_width(action), 0.01));
-  critic_ = register_module("critic", mlp(observation.size(), options, 1, 1.0));
+  // A small last-layer gain starts the policy near uniform (or the Gaussian near its centre).
+  actor_ = register_module("actor",
+                           make_mlp(observation.size(), options, policy_width(action), 0.01));
+  critic_ = register_module("critic", make_mlp(observation.size(), options, 1, 1.0));
   if (!discrete_)
     log_std_ = register_parameter("log_std", torch::full({action.size()}, options.init_log_std));
 }
@@ -94,7 +94,7 @@ QNetworkImpl::QNetworkImpl(const Space& observation, const Space& action,
         "a Q-network needs a discrete action space (apex runs on cartpole, "
         "acrobot, mountaincar)");
   DML_CHECK(!options.hidden.empty(), "a Q-network needs at least one hidden layer");
-  body_ = register_module("body", mlp(observation.size(), options, 0, 1.0));
+  body_ = register_module("body", make_mlp(observation.size(), options, 0, 1.0));
   value_ = register_module("value", torch::nn::Linear(options.hidden.back(), 1));
   advantage_ = register_module("advantage", torch::nn::Linear(options.hidden.back(), action.n));
 }

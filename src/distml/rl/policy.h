@@ -21,6 +21,12 @@ struct NetworkOptions {
   bool squash = false;        // Gaussian policies: tanh-squash samples into the action bounds
 };
 
+/// An MLP of options.hidden layers (tanh or ReLU between) with orthogonal initialisation (gain
+/// sqrt 2 inside, `out_gain` on the last layer, as PPO implementations do); `out` = 0 leaves the
+/// last hidden layer as the output.
+torch::nn::Sequential make_mlp(std::int64_t in, const NetworkOptions& options, std::int64_t out,
+                               double out_gain);
+
 class ActorCriticImpl : public torch::nn::Module {
  public:
   ActorCriticImpl(const Space& observation, const Space& action, const NetworkOptions& options);
@@ -77,10 +83,10 @@ class ActionSampler {
   static std::vector<float> greedy(const ActorCriticImpl& net, const torch::Tensor& policy);
   /// Epsilon-greedy over Q-values [N, actions].
   std::vector<float> epsilon_greedy(const torch::Tensor& q, double epsilon);
-  double uniform();
+  double uniform();  // in [0, 1)
+  double normal();   // standard normal
 
  private:
-  double normal();
   data::SplitMix64 rng_;
 };
 

@@ -28,6 +28,16 @@ config::KeySpec<RlConfig> target_key() {
   return spec;
 }
 
+}  // namespace
+
+const std::vector<std::string>& algorithm_names() {
+  static const std::vector<std::string> names = {"ppo",    "a2c",  "a3c",
+                                                 "impala", "apex", "apex_dpg"};
+  return names;
+}
+
+namespace {
+
 const config::Schema<RlConfig>& schema() {
   static const config::Schema<RlConfig> s(
       {
@@ -44,8 +54,7 @@ const config::Schema<RlConfig>& schema() {
           K::float_key("optim", "beta1", config::kHalfOpenUnit, CONFIG_FIELD(optim.beta1)),
           K::float_key("optim", "beta2", config::kHalfOpenUnit, CONFIG_FIELD(optim.beta2)),
           K::float_key("optim", "eps", kPositive, CONFIG_FIELD(optim.eps)),
-          K::choice_key("algo", "name", {"ppo", "a2c", "a3c", "impala", "apex"},
-                        CONFIG_FIELD(algo.name)),
+          K::choice_key("algo", "name", algorithm_names(), CONFIG_FIELD(algo.name)),
           K::float_key("algo", "gamma", kClosedUnit, CONFIG_FIELD(algo.gamma)),
           K::float_key("algo", "lambda", kClosedUnit, CONFIG_FIELD(algo.lambda)),
           K::int_key("algo", "unroll", 1, CONFIG_FIELD(algo.unroll)),
@@ -72,6 +81,10 @@ const config::Schema<RlConfig>& schema() {
           K::int_key("apex", "n_step", 1, CONFIG_FIELD(apex.n_step)),
           K::float_key("apex", "epsilon", kClosedUnit, CONFIG_FIELD(apex.epsilon)),
           K::float_key("apex", "epsilon_alpha", kNonNegative, CONFIG_FIELD(apex.epsilon_alpha)),
+          K::float_key("apex", "noise", kPositive, CONFIG_FIELD(apex.noise)),
+          K::float_key("apex", "noise_min", kPositive, CONFIG_FIELD(apex.noise_min)),
+          K::float_key("apex", "tau", config::Range{0, 1, true, false, "in (0, 1]"},
+                       CONFIG_FIELD(apex.tau)),
           K::int_key("apex", "capacity", 1, CONFIG_FIELD(apex.capacity)),
           K::float_key("apex", "alpha", kNonNegative, CONFIG_FIELD(apex.alpha)),
           K::float_key("apex", "beta", kClosedUnit, CONFIG_FIELD(apex.beta)),
@@ -86,6 +99,7 @@ const config::Schema<RlConfig>& schema() {
           K::int_key("run", "threads", 1, CONFIG_FIELD(run.threads)),
           K::int_key("run", "eval_episodes", 1, CONFIG_FIELD(run.eval_episodes)),
           target_key(),
+          K::choice_key("run", "target_metric", {"eval", "train"}, CONFIG_FIELD(run.target_metric)),
           K::int_key("run", "eval_every", 0, CONFIG_FIELD(run.eval_every)),
           K::int_key("run", "eval_episodes_during", 1, CONFIG_FIELD(run.eval_episodes_during)),
           K::int_key("run", "log_every", 0, CONFIG_FIELD(run.log_every)),
@@ -122,10 +136,14 @@ std::vector<FixedKey> actor_critic_keys(const RlConfig& c) {
           {"algo.lambda", 1, c.algo.lambda}};
 }
 
+bool is_apex(const std::string& algo) { return algo == "apex" || algo == "apex_dpg"; }
+
 void resolve_defaults(RlConfig& c) {
-  const bool continuous = !make_env(c.env.name)->action_space().is_discrete();
-  if (!c.given("normalize.observations")) c.normalize.observations = continuous;
-  if (!c.given("normalize.rewards")) c.normalize.rewards = continuous;
+  // Normalisation helps continuous control (CleanRL's PPO does it); Ape-X stores raw transitions.
+  const bool normalize =
+      !make_env(c.env.name)->action_space().is_discrete() && !is_apex(c.algo.name);
+  if (!c.given("normalize.observations")) c.normalize.observations = normalize;
+  if (!c.given("normalize.rewards")) c.normalize.rewards = normalize;
   if (is_actor_critic(c.algo.name)) {
     if (!c.given("algo.epochs")) c.algo.epochs = 1;
     if (!c.given("algo.minibatches")) c.algo.minibatches = 1;
@@ -143,9 +161,18 @@ void check_consistency(const RlConfig& c) {
                               " is one pass over one minibatch without clipping, with n-step "
                               "returns, so ", k.key, " must be ", show(k.required), ", got ",
                               show(k.value), " (for several passes or clipping, use ppo)"));
-  if (algo == "apex" && !make_env(c.env.name)->action_space().is_discrete())
+  const bool discrete = make_env(c.env.name)->action_space().is_discrete();
+  if (algo == "apex" && !discrete)
     throw ConfigError(cat(c.source, ": apex (DQN) needs discrete actions; env.name = '", c.env.name,
-                          "' has continuous ones (use ppo, a2c, a3c or impala)"));
+                          "' has continuous ones (use apex_dpg, ppo, a2c, a3c or impala)"));
+  if (algo == "apex_dpg" && discrete)
+    throw ConfigError(cat(c.source, ": apex_dpg needs continuous actions; env.name = '",
+                          c.env.name, "' has discrete ones (use apex)"));
+  if (is_apex(algo) && (c.normalize.observations || c.normalize.rewards)) {
+    const std::string key = c.normalize.observations ? "normalize.observations" : "normalize.rewards";
+    throw ConfigError(cat(c.origin(key), ": ", algo, " keeps raw transitions in its replay; ", key,
+                          " = true is for ppo, a2c, a3c and impala"));
+  }
   if (c.algo.minibatches > c.algo.unroll * c.env.copies)
     throw ConfigError(cat(c.source, ": algo.minibatches = ", c.algo.minibatches,
                           " is more than the ", c.algo.unroll * c.env.copies,
@@ -157,10 +184,10 @@ void check_consistency(const RlConfig& c) {
   if (c.apex.learning_starts > c.apex.capacity)
     throw ConfigError(cat(c.source, ": apex.learning_starts = ", c.apex.learning_starts,
                           " can never be reached with apex.capacity = ", c.apex.capacity));
-  if (c.run.has_target && c.run.eval_every == 0)
-    throw ConfigError(cat(c.source,
-                          ": run.target_return needs run.eval_every > 0 (the run "
-                          "stops when an evaluation reaches the target)"));
+  if (c.run.has_target && c.run.target_metric == "eval" && c.run.eval_every == 0)
+    throw ConfigError(cat(c.origin("run.target_return"),
+                          ": run.target_return needs run.eval_every > 0 (the run stops when an "
+                          "evaluation reaches the target), or run.target_metric = \"train\""));
 }
 
 }  // namespace

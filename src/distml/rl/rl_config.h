@@ -20,7 +20,7 @@ struct EnvConfig {
 };
 
 struct AlgoConfig {
-  std::string name = "ppo";  // ppo | a2c | a3c | impala | apex
+  std::string name = "ppo";  // ppo | a2c | a3c | impala | apex | apex_dpg
   double gamma = 0.99;
   double lambda = 0.95;              // GAE(lambda); a2c and a3c use 1 (n-step returns)
   std::int64_t unroll = 128;         // steps per copy between updates (T)
@@ -45,16 +45,19 @@ struct ImpalaConfig {
                                        // (the decoupling measurement)
 };
 
-struct ApexConfig {
+struct ApexConfig {  // apex (DQN) and apex_dpg
   std::int64_t n_step = 3;
-  double epsilon = 0.4;  // actor i explores with epsilon^(1 + epsilon_alpha * i / (N - 1))
+  double epsilon = 0.4;  // DQN: actor i explores with epsilon^(1 + epsilon_alpha * i / (N - 1))
   double epsilon_alpha = 7;
+  double noise = 0.3;       // DPG: actor i's Gaussian noise, noise (noise_min / noise)^(i / (N - 1))
+  double noise_min = 0.05;  // ... half action ranges
+  double tau = 0.005;       // DPG: target networks move this far towards the online ones per update
   std::int64_t capacity = 100000;  // replay transitions
   double alpha = 0.6;              // priority exponent
   double beta = 0.4;               // importance-sampling exponent, annealed to 1
   std::int64_t batch_size = 64;
   std::int64_t learning_starts = 2000;    // transitions in replay before the learner starts
-  std::int64_t target_update = 500;       // learner steps between target-network copies
+  std::int64_t target_update = 500;       // DQN: learner steps between target-network copies
   std::int64_t param_push = 50;           // learner steps between parameter broadcasts
   std::int64_t actor_batch = 64;          // transitions an actor sends at once
   std::int64_t env_steps_per_update = 0;  // all actors' steps per learner step (0: unbounded)
@@ -65,8 +68,10 @@ struct RunConfig {
   std::uint64_t seed = 1;
   std::int64_t threads = 1;          // intra-op threads per rank
   std::int64_t eval_episodes = 100;  // at the end, with the greedy policy
-  double target_return = 0;          // with eval_every: stop once evaluation reaches it
-  bool has_target = false;           // set when target_return is given
+  double target_return = 0;            // stop once target_metric reaches it
+  bool has_target = false;             // set when target_return is given
+  std::string target_metric = "eval";  // eval: an evaluation during the run (eval_every > 0);
+                                       // train: the mean of the last 100 training episodes
   std::int64_t eval_every = 0;       // updates between evaluations during the run (0: none)
   std::int64_t eval_episodes_during = 20;
   std::int64_t log_every = 10;             // updates between progress lines
@@ -97,10 +102,14 @@ struct RlConfig {
   std::string origin(const std::string& key) const;
 };
 
+/// ppo, a2c, a3c, impala, apex, apex_dpg.
+const std::vector<std::string>& algorithm_names();
+
 /// Reads `path` (empty: defaults only), applies the overrides, resolves the defaults that depend
 /// on the algorithm and the environment, and checks the rules between keys:
 ///  - [normalize] observations and rewards are on for continuous actions (where CleanRL's PPO
-///    normalises), off for discrete ones;
+///    normalises), off for discrete ones and for apex and apex_dpg (which refuse them: their
+///    replay keeps raw transitions);
 ///  - a2c and a3c are one pass over one minibatch without clipping, with n-step returns
 ///    (algo.epochs 1, algo.minibatches 1, algo.clip 0, algo.lambda 1): those are their defaults,
 ///    and another value given for them is refused with the reason.

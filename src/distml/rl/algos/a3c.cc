@@ -91,8 +91,12 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
   ActorRoster roster(comm, workers, Channel::to_learner,
                      exact_size(MessageKind::gradients, n_params + n_stats + kEpisodeFloats), config,
                      hooks);
-  RunMonitor monitor(config, hooks);
-  auto state = [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); };
+  // Evaluations run beside the gradient handler, on a snapshot: every worker waits for its
+  // answer, so an evaluation inside the handler would stall them all.
+  RunMonitor monitor(
+      config, hooks, [&] { return greedy_snapshot(config, net, normalizer); },
+      [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); },
+      RunMonitor::Evaluations::beside);
   const std::int64_t steps_per_gradient = config.algo.unroll * config.env.copies;
   const std::int64_t total_updates = config.run.env_steps / steps_per_gradient;
   double lag_sum = 0;
@@ -123,14 +127,14 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
     send_message(comm, rank, Channel::from_learner,
                  Message{MessageKind::parameters, static_cast<std::uint64_t>(counters.update), 0,
                          pack_policy(*net, &normalizer)});
-    stopping = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net, normalizer), state,
+    stopping = monitor.after_update(counters.update, counters.env_steps,
                                     {{"policy_lag", lag}}) ||
                counters.env_steps >= config.run.env_steps;
   };
   while (!roster.live().empty())
     if (roster.poll(on_gradient) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 
-  RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net, normalizer), state);
+  RunResult result = monitor.finish(counters.update, counters.env_steps);
   const std::int64_t applied = counters.update - resumed_updates;
   result.report["policy_lag_mean"] = applied ? lag_sum / applied : 0.0;
   result.report["policy_lag_max"] = lag_max;
@@ -145,6 +149,11 @@ RunResult run_a3c(const RlConfig& config, comm::Communicator& comm, const RunHoo
   if (comm.size() < 2)
     throw UsageError("a3c needs at least 2 ranks (a parameter holder and a worker): --np 2+");
   prepare_rank(config);
+  if (comm.size() == 2 && comm.rank() == 0)
+    hooks.event({{"event", "note"},
+                 {"message",
+                  "a3c at 2 ranks has one worker, so nothing runs asynchronously (one worker "
+                  "and its parameter holder take turns); use --np 3 or more"}});
   if (comm.rank() != 0) {
     run_worker(config, comm, hooks.timeline);
     return {};

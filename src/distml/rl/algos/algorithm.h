@@ -3,7 +3,8 @@
 //   ppo, a2c  every rank an actor-learner; gradients all-reduced each minibatch (DPPO)
 //   a3c       rank 0 holds the parameters; the others push gradients and pull parameters
 //   impala    rank 0 the learner; the others actors sending unrolls
-//   apex      rank 0 the learner, the last rank the replay, the others actors
+//   apex      rank 0 the learner, the last rank the replay, the others actors (DQN)
+//   apex_dpg  the same roles (DPG, for continuous actions)
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,7 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
                               const RunHooks& hooks);  // ppo, a2c
 RunResult run_a3c(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks);
 RunResult run_impala(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks);
-RunResult run_apex(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks);
+RunResult run_apex(const RlConfig& config, comm::Communicator& comm,
+                   const RunHooks& hooks);  // apex, apex_dpg
 
 }  // namespace distml::rl

@@ -43,17 +43,27 @@ ActorCritic make_actor_critic(const RlConfig& config) {
 
 QNetwork make_q_network(const RlConfig& config) { return seeded_network<QNetwork>(config); }
 
+DpgNetworks make_dpg_networks(const RlConfig& config) {
+  return seeded_network<DpgNetworks>(config);
+}
+
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
                                                         torch::nn::Module& net) {
   return train::make_optimizer(net.parameters(), config.optim);
 }
 
 Policy greedy_policy(ActorCritic net, const Normalizer& normalizer) {
-  return [net, &normalizer](const torch::Tensor& observation) mutable {
+  return [net, normalizer](const torch::Tensor& observation) mutable {
     torch::Tensor seen = observation.contiguous().clone();
     normalizer.normalize(std::span<float>(seen.data_ptr<float>(), seen.numel()));
     return ActionSampler::greedy(*net, net->forward(seen).policy);
   };
+}
+
+Policy greedy_snapshot(const RlConfig& config, ActorCritic net, const Normalizer& normalizer) {
+  ActorCritic copy = make_actor_critic(config);
+  load_flat_parameters(*copy, flat_parameters(*net));
+  return greedy_policy(copy, normalizer);
 }
 
 void average_gradients(torch::nn::Module& net, comm::Communicator& comm) {

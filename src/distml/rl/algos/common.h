@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "distml/comm/communicator.h"
+#include "distml/rl/dpg_networks.h"
 #include "distml/rl/envs/vector_env.h"
 #include "distml/rl/evaluation.h"
 #include "distml/rl/learner_state.h"
@@ -28,11 +29,16 @@ Normalizer make_normalizer(const RlConfig& config);
 ActorCritic make_actor_critic(const RlConfig& config);
 /// The Q-network of Ape-X, likewise.
 QNetwork make_q_network(const RlConfig& config);
+/// The actor and critic of Ape-X DPG, likewise.
+DpgNetworks make_dpg_networks(const RlConfig& config);
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(const RlConfig& config,
                                                         torch::nn::Module& net);
 
-/// The greedy action of `net` for an observation normalised by `normalizer`'s statistics.
+/// The greedy action of `net` for an observation normalised by `normalizer`'s statistics (as
+/// they are now: the policy keeps a copy).
 Policy greedy_policy(ActorCritic net, const Normalizer& normalizer);
+/// The same with a copy of the parameters too: unaffected by later updates of `net`.
+Policy greedy_snapshot(const RlConfig& config, ActorCritic net, const Normalizer& normalizer);
 
 /// Averages the gradients of `net` over the ranks of `comm` (one flat all-reduce).
 void average_gradients(torch::nn::Module& net, comm::Communicator& comm);

@@ -160,8 +160,9 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   };
   if (!config.run.resume.empty()) push_parameters();
 
-  RunMonitor monitor(config, hooks);
-  auto state = [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); };
+  RunMonitor monitor(
+      config, hooks, [&] { return greedy_policy(net, normalizer); },
+      [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); });
   std::deque<Unroll> queue;
   std::map<int, std::array<float, 2>> actor_rates;
   auto on_message = [&](int rank, Message m) {
@@ -213,7 +214,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
     optimizer->step();
     ++counters.update;
     push_parameters();
-    solved = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net, normalizer), state,
+    solved = monitor.after_update(counters.update, counters.env_steps,
                                   {{"policy_loss", loss.policy},
                                    {"baseline_loss", loss.baseline},
                                    {"entropy", loss.entropy},
@@ -232,7 +233,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   while (!roster.live().empty())
     if (roster.poll(on_message) == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 
-  RunResult result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net, normalizer), state);
+  RunResult result = monitor.finish(counters.update, counters.env_steps);
   double alone = 0, with_learner = 0;
   for (const auto& [rank, rates] : actor_rates) {
     alone += rates[0] / actor_rates.size();

@@ -54,8 +54,9 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
   const std::int64_t samples = algo.unroll * config.env.copies;
   const std::int64_t minibatch = std::max<std::int64_t>(1, samples / algo.minibatches);
   const bool lead = comm.rank() == 0;
-  RunMonitor monitor(config, hooks);
-  auto state = [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); };
+  RunMonitor monitor(
+      config, hooks, [&] { return greedy_policy(net, normalizer); },
+      [&] { return save_learner_state({*net, *optimizer, &normalizer}, counters); });
   Timeline::Lane* actor_lane = lane_of(hooks.timeline, "actor");
   Timeline::Lane* learner_lane = lane_of(hooks.timeline, "learner");
 
@@ -69,6 +70,8 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
     Span updating(learner_lane, "update", "update", counters.update);
     const PpoBatch batch = training_batch(rollout, *net, algo.lambda);
     PpoLoss last{};
+    double clip_fraction = 0;  // mean over the update's minibatches, as CleanRL reports it
+    std::int64_t minibatches = 0;
     for (std::int64_t epoch = 0; epoch < algo.epochs; ++epoch) {
       const auto order = data::shuffled_permutation(
           static_cast<std::size_t>(samples), config.run.seed + comm.rank(),
@@ -76,6 +79,8 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
       for (std::int64_t start = 0; start + minibatch <= samples; start += minibatch) {
         std::vector<std::int64_t> picked(order.begin() + start, order.begin() + start + minibatch);
         last = ppo_loss(*net, batch, torch::tensor(picked), algo);
+        clip_fraction += last.clip_fraction;
+        ++minibatches;
         optimizer->zero_grad();
         last.total.backward();
         {
@@ -94,18 +99,19 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
     std::array<std::int64_t, 1> stop{0};
     if (lead) {
       monitor.add_episodes(episodes[0], static_cast<std::int64_t>(episodes[1]));
-      stop[0] = monitor.after_update(counters.update, counters.env_steps, greedy_policy(net, normalizer), state,
+      stop[0] = monitor.after_update(counters.update, counters.env_steps,
                                      {{"policy_loss", last.policy},
                                       {"value_loss", last.value},
                                       {"entropy", last.entropy},
-                                      {"clip_fraction", last.clip_fraction}});
+                                      {"clip_fraction", clip_fraction / minibatches},
+                                      {"approx_kl", last.approx_kl}});
     }
     comm.broadcast(comm::view(stop), 0);
     if (stop[0]) break;
   }
   RunResult result;
   if (lead)
-    result = monitor.finish(counters.update, counters.env_steps, greedy_policy(net, normalizer), state);
+    result = monitor.finish(counters.update, counters.env_steps);
   result.parameter_digest = parameter_digest(*net);
   return result;
 }

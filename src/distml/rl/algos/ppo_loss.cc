@@ -6,15 +6,21 @@ PpoLoss ppo_loss(ActorCriticImpl& net, const PpoBatch& b, const torch::Tensor& i
                  const AlgoConfig& algo) {
   const auto out = net.forward(b.observations.index_select(0, idx));
   const auto log_p = net.log_prob(out.policy, b.actions.index_select(0, idx));
-  const auto ratio = torch::exp(log_p - b.log_probs.index_select(0, idx));
+  const auto log_ratio = log_p - b.log_probs.index_select(0, idx);
+  const auto ratio = torch::exp(log_ratio);
+  double clip_fraction = 0, approx_kl = 0;
+  {
+    torch::NoGradGuard no_grad;
+    approx_kl = ((ratio - 1) - log_ratio).mean().item<double>();
+    if (algo.clip > 0)
+      clip_fraction = ((ratio - 1).abs() > algo.clip).to(torch::kFloat).mean().item<double>();
+  }
   auto adv = b.advantages.index_select(0, idx);
   if (algo.normalize_advantages && adv.numel() > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
   torch::Tensor policy_loss;
-  double clip_fraction = 0;
   if (algo.clip > 0) {
     const auto clipped = torch::clamp(ratio, 1 - algo.clip, 1 + algo.clip);
     policy_loss = -torch::min(ratio * adv, clipped * adv).mean();
-    clip_fraction = ((ratio - 1).abs() > algo.clip).to(torch::kFloat).mean().item<double>();
   } else {
     policy_loss = -(ratio * adv).mean();
   }
@@ -30,7 +36,7 @@ PpoLoss ppo_loss(ActorCriticImpl& net, const PpoBatch& b, const torch::Tensor& i
   const auto entropy = net.entropy(out.policy).mean();
   return {policy_loss + algo.value_coef * value_loss - algo.entropy * entropy,
           policy_loss.item<double>(), value_loss.item<double>(), entropy.item<double>(),
-          clip_fraction};
+          clip_fraction, approx_kl};
 }
 
 }  // namespace distml::rl

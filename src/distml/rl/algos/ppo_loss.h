@@ -22,7 +22,9 @@ struct PpoBatch {
 
 struct PpoLoss {
   torch::Tensor total;  // to back-propagate
-  double policy, value, entropy, clip_fraction;
+  double policy, value, entropy;
+  double clip_fraction;  // of the samples whose ratio is outside [1 - eps, 1 + eps]
+  double approx_kl;      // KL(old || new) estimated as mean((ratio - 1) - log ratio)
 };
 
 /// The loss of the samples `indices` of `batch` under `net`'s current parameters.
