@@ -27,18 +27,30 @@ assert isinstance(done["eval_mean_return"], float), done
 PY
   echo "ok: $1 on $2 done line"
 }
-for algo in ppo a2c a3c impala apex; do
-  out=$(rl "$algo" --env cartpole "${quick[@]}" --json 2>"$dir/err") ||
+for case in ppo:cartpole a2c:cartpole a3c:cartpole impala:cartpole apex:cartpole \
+  apex_dpg:pendulum; do
+  algo=${case%:*} env=${case#*:}
+  out=$(rl "$algo" --env "$env" "${quick[@]}" --json 2>"$dir/err") ||
     fail "$algo exited $?: $(cat "$dir/err")"
-  check_done "$algo" cartpole "$out"
+  check_done "$algo" "$env" "$out"
 done
-# Checkpoints: saved atomically at the end; --resume goes on counting from them.
-expect 0 '"updates":' rl ppo --env cartpole "${quick[@]}" --set run.checkpoint_dir="$dir/ck" --json
+# Checkpoints: saved atomically at the end; --resume goes on counting from them: the resumed
+# run's first update is the one after the checkpoint's (a fresh run would start at 1).
+small=(--set algo.unroll=64 --set env.copies=2)  # several updates in 2000 steps
+out=$(rl ppo --env pendulum "${quick[@]}" "${small[@]}" --set run.checkpoint_dir="$dir/ck" --json) ||
+  fail "the run to resume from failed"
 [[ -s $dir/ck/rl_checkpoint.bin ]] || fail "no checkpoint in $dir/ck"
-out=$(rl ppo --env cartpole "${quick[@]}" --set run.env_steps=4000 --resume "$dir/ck" --json) ||
-  fail "resume failed"
-/usr/bin/python3 -c "import json,sys; d=json.loads(sys.argv[1].splitlines()[-1]); assert d['env_steps'] >= 4000 and d['updates'] > 1, d" "$out" ||
-  fail "resume did not continue: $out"
+out2=$(rl ppo --env pendulum "${quick[@]}" "${small[@]}" --set run.env_steps=4000 \
+  --set run.log_every=1 --resume "$dir/ck" --json) || fail "resume failed"
+/usr/bin/python3 - "$out" "$out2" <<'PY' || fail "resume did not continue from the checkpoint: $out2"
+import json, sys
+first = json.loads(sys.argv[1].splitlines()[-1])
+events = [json.loads(l) for l in sys.argv[2].splitlines()]
+updates = [e["update"] for e in events if e["event"] == "update"]
+done = events[-1]
+assert updates and updates[0] == first["updates"] + 1, (first["updates"], updates[:3])
+assert done["updates"] == updates[-1] and done["env_steps"] >= 4000, done
+PY
 printf 'garbage' >"$dir/ck/rl_checkpoint.bin"
 expect 2 "rl_checkpoint.bin" rl ppo --env cartpole "${quick[@]}" --resume "$dir/ck"
 
@@ -54,6 +66,11 @@ check_done impala pendulum "$out"
 expect 2 "unknown key 'algo.gama'; did you mean 'algo.gamma'?" rl ppo --set algo.gama=0.9
 expect 2 "key 'algo.unroll' must be an integer >= 1, got 0" rl ppo --set algo.unroll=0
 expect 2 "apex (DQN) needs discrete actions" rl apex --env pendulum
+expect 2 "apex_dpg needs continuous actions" rl apex_dpg --env cartpole
+expect 2 "a2c is one pass over one minibatch" rl a2c --set algo.epochs=4
+# --print-config: every key, where each came from, and exit 0 without running.
+expect 0 "examples/rl/ppo_cartpole.toml" rl ppo --env cartpole --print-config
+expect 0 "algo.epochs = 1 " rl a2c --env acrobot --print-config
 expect 2 "walker" rl ppo --env walker
 printf '[algo]\nunroll = = 3\n' >"$dir/bad.toml"
 expect 2 "bad.toml:2" rl ppo --config "$dir/bad.toml"

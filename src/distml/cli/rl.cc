@@ -36,6 +36,7 @@ struct RlOptions {
   bool timeline_given = false;  // --timeline, with or without FILE (run_dir.h)
   std::string run_dir;
   LaunchOptions supervision;  // --max-restarts
+  bool print_config = false;
 };
 
 // The tuned defaults of an (algorithm, environment) pair, when the examples have them.
@@ -147,7 +148,7 @@ void run(RlOptions o, int argc, char** argv) {
   std::string path = o.config_path;
   if (path.empty()) {
     path = tuned_config(o.algo, o.env);
-    if (path.empty() && !std::getenv(kLaunchedVar))  // said once, before the relaunch
+    if (path.empty() && !std::getenv(kLaunchedVar) && !o.print_config)  // said once
       std::fprintf(stderr, "distml rl: no tuned defaults for %s on %s; using the built-in ones\n",
                    o.algo.c_str(), o.env.c_str());
   }
@@ -155,6 +156,15 @@ void run(RlOptions o, int argc, char** argv) {
   if (!o.resume.empty()) sets.push_back("run.resume=" + o.resume);
   sets.insert(sets.end(), o.sets.begin(), o.sets.end());
   rl::RlConfig config = rl::load_rl_config(path, sets);
+  if (o.print_config) {
+    std::cout << "# distml rl " << o.algo << " --env " << o.env << ": "
+              << (!o.config_path.empty() ? "the config file " + path
+                  : path.empty()         ? std::string("the built-in defaults (no tuned file)")
+                                         : "the tuned file " + path)
+              << ", then --set\n"
+              << rl::described_config(config);
+    return;
+  }
   if (!config.run.resume.empty() && config.run.checkpoint_dir.empty())
     config.run.checkpoint_dir = config.run.resume;  // a resumed run goes on saving there
   check_restart_options(o.supervision, o.engine, o.np_given, config.run.checkpoint_dir,
@@ -185,14 +195,18 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
   auto o = std::make_shared<RlOptions>();
   if (const char* e = std::getenv(kEngineVar)) o->engine = e;
   std::string envs;
-  for (const auto& name : rl::env_names()) envs += (envs.empty() ? "" : "|") + name;
+  for (const auto& name : rl::env_names()) envs += (envs.empty() ? "" : " | ") + name;
   auto* sub = app.add_subcommand("rl", kRlDescription);
   sub->add_option("algorithm", o->algo, "ppo | a2c | a3c | impala | apex | apex_dpg")
       ->required()
       ->check(CLI::IsMember(rl::algorithm_names()));
-  sub->add_option("--env", o->env, envs)->check(CLI::IsMember(rl::env_names()));
+  sub->add_option("--env", o->env, "The environment: " + envs)
+      ->check(CLI::IsMember(rl::env_names()))
+      ->capture_default_str();
   sub->add_option("--config", o->config_path,
-                  "TOML file with [env] [network] [optim] [algo] [impala] [apex] [run]");
+                  "TOML file with [env] [network] [optim] [algo] [normalize] [impala] [apex] "
+                  "[run] (default: examples/rl/ALGO_ENV.toml where it exists, else built-in "
+                  "defaults)");
   sub->add_option("--set", o->sets,
                   "Override a config key: --set run.env_steps=50000 (repeatable)");
   auto* np =
@@ -208,6 +222,9 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
   timeline->expected(0, 1);  // with --run-dir, no FILE: DIR/timeline.json
   add_run_dir_option(*sub, o->run_dir);
   add_restart_options(*sub, o->supervision, /*elastic=*/false);
+  sub->add_flag("--print-config", o->print_config,
+                "Print every config key with its resolved value and where it came from (the "
+                "tuned or given file, --set, or the default), then exit");
   sub->callback([o, np, timeline, argc, argv] {
     o->np_given = np->count() > 0;
     o->timeline_given = timeline->count() > 0;

@@ -29,10 +29,10 @@ const char* const kPlanDescription =
 const char* const kRlDescription =
     "Distributed deep reinforcement learning: PPO/DPPO and A2C (synchronous actor-learners), "
     "A3C (asynchronous gradients to a parameter holder), IMPALA (actors and a V-trace "
-    "learner), Ape-X DQN (actors, a prioritised replay rank, a double-DQN learner).\n"
+    "learner), Ape-X DQN and Ape-X DPG (actors, a prioritised replay rank, a learner).\n"
     "Example: distml rl ppo --env cartpole --np 2 --json\n"
-    "Without --config it uses the tuned defaults of examples/rl/ALGO_ENV.toml; config keys: "
-    "see docs/rl.md.";
+    "Without --config it uses the tuned defaults of examples/rl/ALGO_ENV.toml; "
+    "--print-config shows what a run would use. Config keys: see docs/rl.md.";
 
 namespace {
 
