@@ -62,6 +62,17 @@ done
 out=$(rl impala --env pendulum "${quick[@]}" --json 2>"$dir/err") || fail "impala pendulum: $(cat "$dir/err")"
 check_done impala pendulum "$out"
 
+# An environment of the user's own, as a process speaking JSON lines (exec:COMMAND).
+here=$(cd "$(dirname "$0")" && pwd)
+corridor="exec:/usr/bin/python3 $here/../../examples/rl/exec/corridor.py"
+out=$(rl ppo --env "$corridor" "${quick[@]}" --json 2>"$dir/err") || fail "exec corridor: $(cat "$dir/err")"
+check_done ppo "$corridor" "$out"
+# One that dies at its third step: exit 2, naming the environment, the step and how it ended.
+broken="exec:/usr/bin/python3 $here/../rl/broken_env.py exit 3"
+expect 2 "environment '$broken'" rl ppo --env "$broken" "${quick[@]}"
+expect 2 "step 3 of episode 1" rl ppo --env "$broken" "${quick[@]}"
+expect 2 "it exited with status 3" rl ppo --env "$broken" "${quick[@]}"
+
 # Bad input: exit 2 and a message naming what is wrong.
 expect 2 "unknown key 'algo.gama'; did you mean 'algo.gamma'?" rl ppo --set algo.gama=0.9
 expect 2 "key 'algo.unroll' must be an integer >= 1, got 0" rl ppo --set algo.unroll=0

@@ -6,7 +6,6 @@
 #include <mujoco/mujoco.h>
 
 #include <algorithm>
-
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -42,7 +41,7 @@ TEST(Humanoid, SpacesFollowTheModel) {
     EXPECT_EQ(act.low[i], -1.0f);
     EXPECT_EQ(act.high[i], 1.0f);
   }
-  EXPECT_DOUBLE_EQ(env.dt(), 0.025);
+  EXPECT_DOUBLE_EQ(env.dt(), 0.015);  // Humanoid-v4's step
 }
 
 TEST(Humanoid, StartsNearTheModelPoseWithTheTorsoAtOnePointFive) {
@@ -79,11 +78,12 @@ TEST(Humanoid, FirstStepRewardIsForwardVelocityPlusAliveBonus) {
   const double x_after = env.mass_center_x();
   ASSERT_FALSE(r.terminated);
   EXPECT_NE(x_after, x_before);  // the reset noise sets it moving
-  EXPECT_NEAR(r.reward, 1.25 * (x_after - x_before) / 0.025 + 5.0, 1e-9);
+  EXPECT_NEAR(r.reward, 1.25 * (x_after - x_before) / 0.015 + 5.0, 1e-9);
 }
 
 // Humanoid-v4's step written out with MuJoCo's own calls, as Gymnasium's humanoid_v4.py and
-// mujoco_env.py do it: ctrl = action as given, 5 x mj_step, mj_rnePostConstraint; the mass
+// mujoco_env.py do it (with a step of 0.015 s: 3 x 0.005 s here): ctrl = action as given,
+// 3 x mj_step, mj_rnePostConstraint; the mass
 // centre is sum(body_mass * xipos) / sum(body_mass); reward = 1.25 * dx / dt + 5
 // - 0.1 * sum(ctrl^2).
 struct GymnasiumHumanoid {
@@ -115,11 +115,11 @@ struct GymnasiumHumanoid {
   double step(const std::vector<float>& action) {
     const double before = mass_center_x();
     for (int i = 0; i < model->nu; ++i) data->ctrl[i] = action[i];
-    for (int k = 0; k < 5; ++k) mj_step(model, data);
+    for (int k = 0; k < 3; ++k) mj_step(model, data);
     mj_rnePostConstraint(model, data);
     double ctrl = 0;
     for (int i = 0; i < model->nu; ++i) ctrl += data->ctrl[i] * data->ctrl[i];
-    const double dt = model->opt.timestep * 5;
+    const double dt = 0.015;  // Humanoid-v4's step
     return 1.25 * (mass_center_x() - before) / dt + 5.0 - 0.1 * ctrl;
   }
 };
@@ -130,17 +130,16 @@ struct GymnasiumHumanoid {
 TEST(Humanoid, RewardEqualsGymnasiumsFormulaOnHandSetStatesWithOutOfRangeActions) {
   GymnasiumHumanoid gym;
   const int nq = gym.model->nq, nv = gym.model->nv, nu = gym.model->nu;
-  std::vector<std::vector<double>> qpos(3, std::vector<double>(gym.model->qpos0,
-                                                               gym.model->qpos0 + nq));
+  std::vector<std::vector<double>> qpos(
+      3, std::vector<double>(gym.model->qpos0, gym.model->qpos0 + nq));
   std::vector<std::vector<double>> qvel(3, std::vector<double>(nv, 0.0));
-  qpos[0][2] = 1.2;                       // crouched
-  qpos[1][3] = 0.98, qpos[1][4] = 0.2;    // leaning (quaternion w, x; MuJoCo normalises)
-  qvel[1][5] = 1.5;                       // spinning about z
-  qvel[2][0] = 2.0;                       // pushed forward
+  qpos[0][2] = 1.2;                     // crouched
+  qpos[1][3] = 0.98, qpos[1][4] = 0.2;  // leaning (quaternion w, x; MuJoCo normalises)
+  qvel[1][5] = 1.5;                     // spinning about z
+  qvel[2][0] = 2.0;                     // pushed forward
   for (int j = 6; j < nv; ++j) qvel[2][j] = 0.3 * ((j % 3) - 1);
-  std::vector<std::vector<float>> actions = {std::vector<float>(nu, 0.5f),
-                                             std::vector<float>(nu, 0.0f),
-                                             std::vector<float>(nu, 0.0f)};
+  std::vector<std::vector<float>> actions = {
+      std::vector<float>(nu, 0.5f), std::vector<float>(nu, 0.0f), std::vector<float>(nu, 0.0f)};
   for (int i = 0; i < nu; ++i) {
     actions[1][i] = (i % 2 ? 3.0f : -2.5f);  // every control far outside its range
     actions[2][i] = (i % 3 == 0 ? 1.7f : -0.4f);

@@ -18,12 +18,14 @@
 #include "torch_commands.h"
 #include "train.h"
 
-// Errors in what the user gave (flags, config, data, checkpoint) exit with 2, others with 1.
+// Errors in what the user gave (flags, config, data, checkpoint, environment) exit with 2,
+// others with 1.
 static bool fixable_by_user(const std::exception& e) {
   return dynamic_cast<const distml::UsageError*>(&e) ||
          dynamic_cast<const distml::ConfigError*>(&e) ||
          dynamic_cast<const distml::DataError*>(&e) ||
-         dynamic_cast<const distml::CheckpointError*>(&e);
+         dynamic_cast<const distml::CheckpointError*>(&e) ||
+         dynamic_cast<const distml::EnvError*>(&e);
 }
 
 int main(int argc, char** argv) {

@@ -48,13 +48,6 @@ std::string tuned_config(const std::string& algo, const std::string& env) {
   return std::filesystem::is_regular_file(path, ignored) ? path : "";
 }
 
-// One 64-bit FNV-1a hash of the config text: every rank must run the same configuration.
-std::uint64_t fingerprint(const std::string& text) {
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (unsigned char c : text) h = (h ^ c) * 0x100000001b3ULL;
-  return h;
-}
-
 // Rank 0's text lines for the run's events.
 void print_rl_event(EventPrinter& printer, const nlohmann::json& e) {
   if (printer.print_json(e)) return;
@@ -183,7 +176,7 @@ void run(RlOptions o, int argc, char** argv) {
 
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.run.timeout_s * 1000));
-  copts.fingerprint = fingerprint(rl::canonical_text(config));
+  copts.fingerprint = rl::fingerprint(config);
   run_on_ranks(o.engine, o.np, copts, [&](comm::Communicator& comm) {
     rl_rank(config, o, comm, start, run_dir ? &*run_dir : nullptr);
   });
@@ -200,8 +193,15 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
   sub->add_option("algorithm", o->algo, "ppo | a2c | a3c | impala | apex | apex_dpg")
       ->required()
       ->check(CLI::IsMember(rl::algorithm_names()));
-  sub->add_option("--env", o->env, "The environment: " + envs)
-      ->check(CLI::IsMember(rl::env_names()))
+  sub->add_option("--env", o->env,
+                  "The environment: " + envs +
+                      ", or exec:COMMAND, an external process (docs/rl.md, \"Your own "
+                      "environments\")")
+      ->check(CLI::Validator(
+          [](const std::string& name) {
+            return rl::env_exists(name) ? std::string() : "unknown environment '" + name + "'";
+          },
+          "ENV"))
       ->capture_default_str();
   sub->add_option("--config", o->config_path,
                   "TOML file with [env] [network] [optim] [algo] [normalize] [impala] [apex] "

@@ -1,6 +1,6 @@
 // Typed errors for what a user can fix, and check macros for invariants that only a bug breaks.
-// The CLI maps UsageError, ConfigError, DataError and CheckpointError to exit code 2 and
-// everything else to 1.
+// The CLI maps UsageError, ConfigError, DataError, CheckpointError and EnvError to exit code 2
+// and everything else to 1.
 #pragma once
 
 #include <sstream>
@@ -47,6 +47,13 @@ class TimeoutError : public CommError {
 
 /// A checkpoint could not be written or read back intact.
 class CheckpointError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// A reinforcement-learning environment failed (the user's own, or an external process that
+/// broke the protocol or exited): the message names the environment and the step.
+class EnvError : public Error {
  public:
   using Error::Error;
 };

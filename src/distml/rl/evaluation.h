@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "distml/rl/envs/env.h"
+
 namespace distml::rl {
 
 struct Evaluation {
@@ -19,8 +21,9 @@ struct Evaluation {
 /// Maps observations [1, obs] to one action (action size floats).
 using Policy = std::function<std::vector<float>(const torch::Tensor& observation)>;
 
-/// Runs `episodes` whole episodes of `env` one after another from seeds derived from `seed`.
+/// Runs `episodes` whole episodes of `env` one after another from seeds derived from `seed`;
+/// an environment that fails is an EnvError naming it, the evaluation episode and the step.
 Evaluation evaluate(std::string_view env, std::int64_t episodes, std::uint64_t seed,
-                    const Policy& policy);
+                    const Policy& policy, const EnvOptions& options = {});
 
 }  // namespace distml::rl

@@ -5,6 +5,7 @@
 #include <numbers>
 
 #include "distml/core/error.h"
+#include "distml/core/fnv1a.h"
 
 namespace distml::rl {
 torch::nn::Sequential make_mlp(std::int64_t in, const NetworkOptions& o, std::int64_t out,
@@ -206,10 +207,9 @@ std::size_t parameter_count(torch::nn::Module& module) {
 
 std::uint64_t parameter_digest(torch::nn::Module& module) {
   const std::vector<float> flat = flatten(module, false);
-  const auto* bytes = reinterpret_cast<const unsigned char*>(flat.data());
-  std::uint64_t h = 0xcbf29ce484222325ULL;
-  for (std::size_t i = 0; i < flat.size() * sizeof(float); ++i) h = (h ^ bytes[i]) * 0x100000001b3ULL;
-  return h;
+  Fnv1a h;
+  h.mix(flat.data(), flat.size() * sizeof(float));
+  return h.value();
 }
 
 std::vector<float> flat_parameters(torch::nn::Module& module) { return flatten(module, false); }

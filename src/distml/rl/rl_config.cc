@@ -5,6 +5,7 @@
 
 #include "distml/core/config_schema.h"
 #include "distml/core/error.h"
+#include "distml/core/fnv1a.h"
 #include "distml/rl/envs/env.h"
 
 namespace distml::rl {
@@ -41,7 +42,8 @@ namespace {
 const config::Schema<RlConfig>& schema() {
   static const config::Schema<RlConfig> s(
       {
-          K::choice_key("env", "name", env_names(), CONFIG_FIELD(env.name)),
+          // Checked after parsing: environments registered later are known by then.
+          K::string_key("env", "name", CONFIG_FIELD(env.name)),
           K::int_key("env", "copies", 1, CONFIG_FIELD(env.copies)),
           K::int_list_key("network", "hidden", 1, 1, CONFIG_FIELD(network.hidden)),
           K::bool_key("network", "tanh", CONFIG_FIELD(network.tanh)),
@@ -139,9 +141,15 @@ std::vector<FixedKey> actor_critic_keys(const RlConfig& c) {
 bool is_apex(const std::string& algo) { return algo == "apex" || algo == "apex_dpg"; }
 
 void resolve_defaults(RlConfig& c) {
+  if (!env_exists(c.env.name)) {
+    std::string names;
+    for (const auto& known : env_names()) names += (names.empty() ? "" : ", ") + known;
+    throw ConfigError(cat(c.origin("env.name"), ": unknown environment '", c.env.name,
+                          "'; expected one of ", names, ", or exec:COMMAND"));
+  }
   // Normalisation helps continuous control (CleanRL's PPO does it); Ape-X stores raw transitions.
   const bool normalize =
-      !make_env(c.env.name)->action_space().is_discrete() && !is_apex(c.algo.name);
+      !env_spaces(c.env.name).action.is_discrete() && !is_apex(c.algo.name);
   if (!c.given("normalize.observations")) c.normalize.observations = normalize;
   if (!c.given("normalize.rewards")) c.normalize.rewards = normalize;
   if (is_actor_critic(c.algo.name)) {
@@ -161,7 +169,7 @@ void check_consistency(const RlConfig& c) {
                               " is one pass over one minibatch without clipping, with n-step "
                               "returns, so ", k.key, " must be ", show(k.required), ", got ",
                               show(k.value), " (for several passes or clipping, use ppo)"));
-  const bool discrete = make_env(c.env.name)->action_space().is_discrete();
+  const bool discrete = env_spaces(c.env.name).action.is_discrete();
   if (algo == "apex" && !discrete)
     throw ConfigError(cat(c.source, ": apex (DQN) needs discrete actions; env.name = '", c.env.name,
                           "' has continuous ones (use apex_dpg, ppo, a2c, a3c or impala)"));
@@ -205,6 +213,13 @@ RlConfig load_rl_config(const std::string& path, const std::vector<std::string>&
 }
 
 std::string canonical_text(const RlConfig& config) { return schema().canonical_text(config); }
+
+std::uint64_t fingerprint(const RlConfig& config) {
+  const std::string text = canonical_text(config);
+  Fnv1a h;
+  h.mix(text.data(), text.size());
+  return h.value();
+}
 
 namespace {
 

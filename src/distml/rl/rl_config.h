@@ -116,6 +116,8 @@ const std::vector<std::string>& algorithm_names();
 RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides);
 /// Every key as "section.key = value" lines in canonical order (hashed to compare ranks).
 std::string canonical_text(const RlConfig& config);
+/// A hash of canonical_text: every rank of a run must have the same.
+std::uint64_t fingerprint(const RlConfig& config);
 /// canonical_text with, beside each key, what set it (the file, a --set, or "default").
 std::string described_config(const RlConfig& config);
 

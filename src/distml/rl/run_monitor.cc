@@ -74,14 +74,15 @@ void RunMonitor::start_evaluation(std::int64_t update, std::int64_t env_steps) {
   const std::uint64_t seed = run.seed + 1000 * ++eval_round_;
   if (evaluations_ == Evaluations::inline_) {
     report_evaluation(update, env_steps,
-                      evaluate(config_.env.name, run.eval_episodes_during, seed, greedy_()));
+                      evaluate(config_.env.name, run.eval_episodes_during, seed, greedy_(),
+                               {run.timeout_s}));
     return;
   }
   if (pending_) return;  // the previous one is still running: this round is skipped
   pending_ = Pending{update, env_steps,
                      std::async(std::launch::async, [this, seed, policy = greedy_()] {
                        return evaluate(config_.env.name, config_.run.eval_episodes_during, seed,
-                                       policy);
+                                       policy, {config_.run.timeout_s});
                      })};
 }
 
@@ -131,7 +132,8 @@ RunResult RunMonitor::finish(std::int64_t update, std::int64_t env_steps) {
   RunResult r;
   if (!config_.run.checkpoint_dir.empty()) checkpoint(update, state_());
   const Evaluation ev =
-      evaluate(config_.env.name, config_.run.eval_episodes, config_.run.seed, greedy_());
+      evaluate(config_.env.name, config_.run.eval_episodes, config_.run.seed, greedy_(),
+               {config_.run.timeout_s});
   r.eval_mean_return = ev.mean_return;
   r.eval_episodes = ev.episodes;
   r.env_steps = env_steps;

@@ -17,8 +17,8 @@ Roles Roles::of(int world) {
 }
 
 Layout layout_of(const RlConfig& config) {
-  auto env = make_env(config.env.name);
-  return {env->observation_space().size(), env->action_space().size()};
+  const EnvSpaces& spaces = env_spaces(config.env.name);
+  return {spaces.observation.size(), spaces.action.size()};
 }
 
 }  // namespace apex

@@ -14,11 +14,12 @@ void prepare_rank(const RlConfig& config) {
 
 VectorEnv make_actor_envs(const RlConfig& config, int actor) {
   return VectorEnv(config.env.name, static_cast<int>(config.env.copies),
-                   config.run.seed * 1000003ULL + static_cast<std::uint64_t>(actor));
+                   config.run.seed * 1000003ULL + static_cast<std::uint64_t>(actor),
+                   env_options(config));
 }
 
 Normalizer make_normalizer(const RlConfig& config) {
-  return Normalizer(config.normalize, make_env(config.env.name)->observation_space().size(),
+  return Normalizer(config.normalize, env_spaces(config.env.name).observation.size(),
                     static_cast<int>(config.env.copies), config.algo.gamma);
 }
 
@@ -29,10 +30,10 @@ namespace {
 template <class Network>
 Network seeded_network(const RlConfig& config) {
   static std::mutex mutex;
-  auto env = make_env(config.env.name);
+  const EnvSpaces& spaces = env_spaces(config.env.name);
   std::lock_guard lock(mutex);
   torch::manual_seed(config.run.seed);
-  return Network(env->observation_space(), env->action_space(), config.network);
+  return Network(spaces.observation, spaces.action, config.network);
 }
 
 }  // namespace

@@ -7,11 +7,14 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "distml/core/error.h"
 
 namespace distml::rl {
 
@@ -50,10 +53,36 @@ class Env {
   virtual StepResult step(std::span<const float> action) = 0;
 };
 
-/// The environment called `name` (cartpole, acrobot, mountaincar, mountaincar_continuous,
-/// pendulum, humanoid); ConfigError listing the names otherwise.
-std::unique_ptr<Env> make_env(std::string_view name);
-/// Every name make_env accepts, in --help order.
-const std::vector<std::string>& env_names();
+/// How environments are made: the deadline of every answer an external environment owes.
+struct EnvOptions {
+  double timeout_s = 120;
+};
+
+/// The environment called `name`: a built-in one (cartpole, acrobot, mountaincar,
+/// mountaincar_continuous, pendulum, humanoid), one registered with register_env, or
+/// "exec:COMMAND", an external process speaking the line protocol of exec_env.h. ConfigError
+/// listing the names for any other; EnvError when an external one cannot start.
+std::unique_ptr<Env> make_env(std::string_view name, const EnvOptions& options = {});
+/// The built-in and registered names, in --help order ("exec:COMMAND" is not listed).
+std::vector<std::string> env_names();
+/// True when make_env knows `name` (exec: names included).
+bool env_exists(std::string_view name);
+
+/// Makes environments of the user's own: `distml::rl::register_env("corridor", [] { return
+/// std::make_unique<Corridor>(); })`, then env.name = "corridor". Register before loading a
+/// config that names it, on every rank (each process runs its own main). ConfigError for a
+/// name that is taken, empty, or starts with "exec:".
+using EnvFactory = std::function<std::unique_ptr<Env>()>;
+void register_env(const std::string& name, EnvFactory factory);
+
+/// An environment's failure in context: EnvError "environment 'NAME' (WHERE): what".
+EnvError env_failure(std::string_view name, const std::string& where, const std::exception& e);
+
+/// The spaces of environment `name`, made once per name and process and then remembered (an
+/// external environment is started only to ask).
+struct EnvSpaces {
+  Space observation, action;
+};
+const EnvSpaces& env_spaces(std::string_view name);
 
 }  // namespace distml::rl

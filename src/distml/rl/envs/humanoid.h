@@ -8,17 +8,21 @@
 // MuJoCo's ctrl unclipped (MuJoCo clamps it to the control range when it applies it) and the
 // cost is charged on it, so an out-of-range action moves the body like the clipped one and
 // costs more (an agent that wants the clipped cost clips its actions, as CleanRL's ClipAction
-// and distml's actors do); terminated when the torso height qpos[2] leaves (1.0, 2.0); truncated after
-// 1000 steps; one step is 5 MuJoCo steps; reset adds uniform(-0.01, 0.01) noise to qpos0 and to
-// the zero velocity. The observation is v4's: qpos[2:], qvel, cinert, cvel, qfrc_actuator and
-// cfrc_ext, with cinert, cvel and cfrc_ext over every body, the world included.
+// and distml's actors do); terminated when the torso height qpos[2] leaves (1.0, 2.0); truncated
+// after 1000 steps; one step lasts 0.015 s of simulated time, as in Humanoid-v4; reset adds
+// uniform(-0.01, 0.01) noise to qpos0 and to the zero velocity. The observation is v4's: qpos[2:],
+// qvel, cinert, cvel, qfrc_actuator and cfrc_ext, with cinert, cvel and cfrc_ext over every body,
+// the world included.
 //
 // What the Debian model changes, and why the task still means the same:
 //   - 21 actuators in [-1, 1], ankles included (Gymnasium: 17 in [-0.4, 0.4] with 2.5x the gear,
 //     so the legs' largest torques agree), 16 bodies and 27 dofs (Gymnasium: 13 and 23): the
 //     observation has 454 floats instead of 376, and the largest ctrl cost is 2.1, not 0.27.
-//   - timestep 0.005 s, Euler integrator (Gymnasium: 0.003 s, RK4), so one step is 0.025 s and an
-//     episode up to 25 s of simulated time (Gymnasium: 0.015 s and 15 s).
+//   - timestep 0.005 s, Euler integrator (Gymnasium: 0.003 s, RK4). A step is 3 MuJoCo steps
+//     (Gymnasium: 5), so that it lasts 0.015 s as in Humanoid-v4: the alive bonus is then paid per
+//     0.015 s alive, an episode lasts up to 15 s, and a return means the same time standing. (With
+//     5 steps of 0.005 s a step would last 0.025 s and a return of 600 would take 1.7 times as
+//     long on one's feet as Gymnasium's.)
 //   - the torso starts at 1.5 m (Gymnasium: 1.4 m), but with feet 0.2 m above the floor instead
 //     of 0.1 m: both land standing at about 1.3 m (this one at 1.28 m), so v4's healthy range
 //     (1.0, 2.0) keeps its meaning and is used unchanged; an unpowered humanoid slumps below 1.0 m
@@ -41,7 +45,7 @@ namespace distml::rl {
 
 class Humanoid : public Env {
  public:
-  static constexpr int kFrameSkip = 5;
+  static constexpr int kFrameSkip = 3;  // x 0.005 s = Humanoid-v4's 0.015 s
   static constexpr int kMaxSteps = 1000;
   static constexpr double kForwardRewardWeight = 1.25;
   static constexpr double kHealthyReward = 5.0;

@@ -16,9 +16,11 @@ std::uint64_t episode_seed(std::uint64_t seed, int copy, std::uint64_t episode) 
 
 }  // namespace
 
-VectorEnv::VectorEnv(std::string_view name, int copies, std::uint64_t seed) : seed_(seed) {
+VectorEnv::VectorEnv(std::string_view name, int copies, std::uint64_t seed,
+                     const EnvOptions& options)
+    : seed_(seed) {
   if (copies < 1) throw ConfigError(cat("VectorEnv needs at least one copy, got ", copies));
-  for (int c = 0; c < copies; ++c) envs_.push_back(make_env(name));
+  for (int c = 0; c < copies; ++c) envs_.push_back(make_env(name, options));
   episodes_.assign(copies, 0);
   running_return_.assign(copies, 0.0);
   running_length_.assign(copies, 0);
@@ -30,9 +32,21 @@ VectorEnv::VectorEnv(std::string_view name, int copies, std::uint64_t seed) : se
   for (int c = 0; c < copies; ++c) reset_copy(c);
 }
 
+std::string VectorEnv::where(int c, const char* what) const {
+  return cat("copy ", c, ", ", what, " of episode ", episodes_[c]);
+}
+
 void VectorEnv::reset_copy(int c) {
-  const std::vector<float> first = envs_[c]->reset(episode_seed(seed_, c, episodes_[c]++));
-  DML_CHECK_EQ(static_cast<int>(first.size()), observation_size(), envs_[c]->name());
+  std::vector<float> first;
+  try {
+    first = envs_[c]->reset(episode_seed(seed_, c, episodes_[c]++));
+  } catch (const std::exception& e) {
+    throw env_failure(envs_[c]->name(), where(c, "the reset"), e);
+  }
+  if (static_cast<int>(first.size()) != observation_size())
+    throw EnvError(cat("environment '", envs_[c]->name(), "' (", where(c, "the reset"),
+                       "): an observation of ", first.size(), " floats, expected ",
+                       observation_size()));
   std::copy(first.begin(), first.end(), observations_.begin() + c * observation_size());
   running_return_[c] = 0;
   running_length_[c] = 0;
@@ -45,8 +59,18 @@ const VectorEnv::Step& VectorEnv::step(std::span<const float> actions) {
     throw Error(cat("VectorEnv(", envs_[0]->name(), "): got ", actions.size(), " action values, ",
                     "expected ", copies(), " copies x ", action_size));
   for (int c = 0; c < copies(); ++c) {
-    const StepResult r = envs_[c]->step(actions.subspan(c * action_size, action_size));
-    DML_CHECK_EQ(static_cast<int>(r.observation.size()), obs_size, envs_[c]->name());
+    StepResult r;
+    try {
+      r = envs_[c]->step(actions.subspan(c * action_size, action_size));
+    } catch (const std::exception& e) {
+      throw env_failure(envs_[c]->name(), where(c, cat("step ", running_length_[c] + 1).c_str()),
+                        e);
+    }
+    if (static_cast<int>(r.observation.size()) != obs_size)
+      throw EnvError(cat("environment '", envs_[c]->name(), "' (",
+                         where(c, cat("step ", running_length_[c] + 1).c_str()),
+                         "): an observation of ", r.observation.size(), " floats, expected ",
+                         obs_size));
     ++steps_;
     running_return_[c] += r.reward;
     ++running_length_[c];

@@ -15,8 +15,11 @@ namespace distml::rl {
 class VectorEnv {
  public:
   /// `copies` environments called `name`. Copy c's e-th episode starts from a seed derived
-  /// from (seed, c, e) alone, so a run is reproducible and copies never share a start.
-  VectorEnv(std::string_view name, int copies, std::uint64_t seed);
+  /// from (seed, c, e) alone, so a run is reproducible and copies never share a start. A copy
+  /// that fails (throws from reset or step) is an EnvError naming the environment, the copy,
+  /// the episode and the step.
+  VectorEnv(std::string_view name, int copies, std::uint64_t seed,
+            const EnvOptions& options = {});
 
   int copies() const { return static_cast<int>(envs_.size()); }
   const Space& observation_space() const { return envs_[0]->observation_space(); }
@@ -50,6 +53,8 @@ class VectorEnv {
 
  private:
   void reset_copy(int c);
+  // "copy c, WHAT of episode e", for errors.
+  std::string where(int c, const char* what) const;
 
   std::vector<std::unique_ptr<Env>> envs_;
   std::uint64_t seed_;
