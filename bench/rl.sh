@@ -2,7 +2,7 @@
 # The deep RL targets of docs/benchmarks.md: each (algorithm, environment) pair with its tuned
 # defaults (examples/rl/) at --np 2 over several seeds; the IMPALA decoupling run (each actor
 # first runs alone, then with the learner training, in the same run); the Ape-X replay's
-# throughput inside a run and as a micro-benchmark; a Humanoid run with its return curve.
+# throughput inside a run and as a micro-benchmark.
 # Every run's event lines go to bench/results/rl/<case>.jsonl; then a table.
 # Knobs: CASES (names below, default all), SEEDS ("1 2 3"), BUILD (build), RUN_TIMEOUT (900 s),
 # OUT_DIR (bench/results/rl).
@@ -24,11 +24,12 @@ seeded=(
   "a3c_cartpole|a3c --env cartpole"
   "ppo_acrobot|ppo --env acrobot"
   "ppo_pendulum|ppo --env pendulum"
+  "ppo_mountaincar_continuous|ppo --env mountaincar_continuous"
+  "ppo_humanoid|ppo --env humanoid"
 )
 single=(
   "impala_decoupling|impala --env cartpole --set impala.solo_unrolls=400 --set run.target_return=1000000 --set run.eval_every=1000000"
   "apex_replay|apex --env cartpole --set apex.env_steps_per_update=0 --set run.env_steps=300000 --set run.eval_episodes=10"
-  "ppo_humanoid|ppo --env humanoid"
 )
 
 run_case() {  # run_case NAME ARGS...

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Markdown tables of bench/rl.sh's results: targets per (algorithm, environment) and seed,
-IMPALA decoupling, Ape-X replay throughput, and the Humanoid return curve."""
+IMPALA decoupling and Ape-X replay throughput."""
 import glob
 import json
 import os
 import re
 import sys
 
-TARGETS = {"cartpole": 475, "acrobot": -100, "pendulum": -300}
+TARGETS = {"cartpole": 475, "acrobot": -100, "pendulum": -300, "mountaincar_continuous": 90,
+           "humanoid": 600}
 
 
 def events(path):
@@ -29,7 +30,7 @@ def fmt(v, digits=1):
 
 def main(d):
     runs = {os.path.basename(p)[: -len(".jsonl")]: events(p) for p in sorted(glob.glob(f"{d}/*.jsonl"))}
-    print("| algorithm | env | target | seed | eval mean return (100 eps) | met | solved at env steps | solved at s | env steps | wall s |")
+    print("| algorithm | env | target | seed | final greedy eval: mean return (episodes) | met | solved at env steps | solved at s | env steps | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, evs in runs.items():
         m = re.fullmatch(r"(\w+?)_(\w+)_s(\d+)", name)
@@ -40,7 +41,7 @@ def main(d):
         target = TARGETS.get(env)
         met = "-" if target is None else ("yes" if done["eval_mean_return"] >= target else "**no**")
         print(f"| {algo} | {env} | {target if target is not None else '-'} | {seed} | "
-              f"{done['eval_mean_return']:.1f} | {met} | {done.get('solved_at_env_steps') or '-'} | "
+              f"{done['eval_mean_return']:.1f} ({done['eval_episodes']}) | {met} | {done.get('solved_at_env_steps') or '-'} | "
               f"{fmt(done.get('solved_at_s'))} | {done['env_steps']} | {done['wall_s']:.1f} |")
     if "impala_decoupling" in runs:
         done = done_of(runs["impala_decoupling"])
@@ -58,16 +59,6 @@ def main(d):
         micro = events(f"{d}/replay_micro.jsonl")[-1]
         print(f"\nReplay micro-benchmark (build/bench/distml_replay_throughput): "
               f"{micro['ops_per_sec']:.0f} ops/s")
-    if "ppo_humanoid" in runs:
-        evs = runs["ppo_humanoid"]
-        done = done_of(evs)
-        print(f"\nHumanoid (`{command_of(evs)}`): {done['env_steps_per_sec'] / done['np']:.0f} env steps/s "
-              f"per actor-learner ({done['env_steps_per_sec']:.0f} in all), final eval return "
-              f"{done['eval_mean_return']:.1f} over {done['eval_episodes']} episodes. Return curve:")
-        print("\n| env steps | eval mean return | s |\n|---|---|---|")
-        for e in evs:
-            if e.get("event") == "eval":
-                print(f"| {e['env_steps']} | {e['eval_mean_return']:.1f} | {e['elapsed_s']:.0f} |")
 
 
 if __name__ == "__main__":
