@@ -21,8 +21,8 @@ namespace distml::rl {
 struct Space {
   enum class Kind { discrete, box };
   Kind kind = Kind::discrete;
-  int n = 0;                      // discrete: actions 0..n-1
-  std::vector<float> low, high;   // box: per-dimension bounds (size = dimension)
+  int n = 0;                     // discrete: actions 0..n-1
+  std::vector<float> low, high;  // box: per-dimension bounds (size = dimension)
 
   static Space discrete(int n) { return {Kind::discrete, n, {}, {}}; }
   static Space box(std::vector<float> low, std::vector<float> high) {

@@ -19,9 +19,10 @@
 // examples/rl/exec/distml_env.py serves any Gymnasium-style environment this way.
 #pragma once
 
+#include <sys/types.h>
+
 #include <nlohmann/json_fwd.hpp>
 #include <string>
-#include <sys/types.h>
 
 #include "distml/rl/envs/env.h"
 
@@ -57,7 +58,7 @@ class ExecEnv final : public Env {
 
   std::string name_;
   double timeout_s_;
-  int fd_ = -1;     // our end of the socket that is the process's stdin and stdout
+  int fd_ = -1;  // our end of the socket that is the process's stdin and stdout
   pid_t pid_ = -1;
   std::string buffer_;  // bytes read past the last line
   Space observation_space_, action_space_;

@@ -62,7 +62,8 @@ bool env_exists(std::string_view name) {
 
 void register_env(const std::string& name, EnvFactory factory) {
   if (name.empty() || is_exec(name))
-    throw ConfigError(cat("register_env: '", name, "' cannot name an environment (empty, or it "
+    throw ConfigError(cat("register_env: '", name,
+                          "' cannot name an environment (empty, or it "
                           "starts with \"exec:\", which names an external process)"));
   Registry& r = registry();
   std::lock_guard lock(r.mutex);

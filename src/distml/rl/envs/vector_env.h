@@ -18,8 +18,7 @@ class VectorEnv {
   /// from (seed, c, e) alone, so a run is reproducible and copies never share a start. A copy
   /// that fails (throws from reset or step) is an EnvError naming the environment, the copy,
   /// the episode and the step.
-  VectorEnv(std::string_view name, int copies, std::uint64_t seed,
-            const EnvOptions& options = {});
+  VectorEnv(std::string_view name, int copies, std::uint64_t seed, const EnvOptions& options = {});
 
   int copies() const { return static_cast<int>(envs_.size()); }
   const Space& observation_space() const { return envs_[0]->observation_space(); }
