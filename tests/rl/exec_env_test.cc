@@ -40,6 +40,8 @@ TEST(ExecEnv, SpeaksTheProtocolWithAPythonEnvironment) {
   for (int t = 0; t < 9; ++t) r = env.step(std::vector<float>{1});
   EXPECT_TRUE(r.terminated);
   EXPECT_FALSE(r.truncated);
+  // Python's 1.0 - 0.01 is the double nearest 0.99, json writes it as "0.99" and the parser reads
+  // that nearest double back: equal up to the last bit, so 1e-12 only allows for the text trip.
   EXPECT_NEAR(r.reward, 0.99, 1e-12);
   EXPECT_EQ(r.observation, std::vector<float>{1.0f});
 }

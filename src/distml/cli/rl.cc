@@ -199,7 +199,9 @@ void add_rl_command(CLI::App& app, int argc, char** argv) {
                       "environments\")")
       ->check(CLI::Validator(
           [](const std::string& name) {
-            return rl::env_exists(name) ? std::string() : "unknown environment '" + name + "'";
+            return rl::env_exists(name)
+                       ? std::string()
+                       : "unknown environment '" + name + "'; expected one of " + rl::env_choices();
           },
           "ENV"))
       ->capture_default_str();

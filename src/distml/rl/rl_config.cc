@@ -32,8 +32,7 @@ config::KeySpec<RlConfig> target_key() {
 }  // namespace
 
 const std::vector<std::string>& algorithm_names() {
-  static const std::vector<std::string> names = {"ppo",    "a2c",  "a3c",
-                                                 "impala", "apex", "apex_dpg"};
+  static const std::vector<std::string> names = {"ppo", "a2c", "a3c", "impala", "apex", "apex_dpg"};
   return names;
 }
 
@@ -73,7 +72,8 @@ const config::Schema<RlConfig>& schema() {
           K::bool_key("normalize", "rewards", CONFIG_FIELD(normalize.rewards)),
           K::float_key("normalize", "clip_observations", kPositive,
                        CONFIG_FIELD(normalize.clip_observations)),
-          K::float_key("normalize", "clip_rewards", kPositive, CONFIG_FIELD(normalize.clip_rewards)),
+          K::float_key("normalize", "clip_rewards", kPositive,
+                       CONFIG_FIELD(normalize.clip_rewards)),
           K::int_key("impala", "batch_unrolls", 1, CONFIG_FIELD(impala.batch_unrolls)),
           K::float_key("impala", "clip_rho", kPositive, CONFIG_FIELD(impala.clip_rho)),
           K::float_key("impala", "clip_c", kPositive, CONFIG_FIELD(impala.clip_c)),
@@ -141,15 +141,11 @@ std::vector<FixedKey> actor_critic_keys(const RlConfig& c) {
 bool is_apex(const std::string& algo) { return algo == "apex" || algo == "apex_dpg"; }
 
 void resolve_defaults(RlConfig& c) {
-  if (!env_exists(c.env.name)) {
-    std::string names;
-    for (const auto& known : env_names()) names += (names.empty() ? "" : ", ") + known;
+  if (!env_exists(c.env.name))
     throw ConfigError(cat(c.origin("env.name"), ": unknown environment '", c.env.name,
-                          "'; expected one of ", names, ", or exec:COMMAND"));
-  }
+                          "'; expected one of ", env_choices()));
   // Normalisation helps continuous control (CleanRL's PPO does it); Ape-X stores raw transitions.
-  const bool normalize =
-      !env_spaces(c.env.name).action.is_discrete() && !is_apex(c.algo.name);
+  const bool normalize = !env_spaces(c.env.name).action.is_discrete() && !is_apex(c.algo.name);
   if (!c.given("normalize.observations")) c.normalize.observations = normalize;
   if (!c.given("normalize.rewards")) c.normalize.rewards = normalize;
   if (is_actor_critic(c.algo.name)) {
@@ -167,17 +163,19 @@ void check_consistency(const RlConfig& c) {
       if (k.value != k.required)
         throw ConfigError(cat(c.origin(k.key), ": ", algo,
                               " is one pass over one minibatch without clipping, with n-step "
-                              "returns, so ", k.key, " must be ", show(k.required), ", got ",
-                              show(k.value), " (for several passes or clipping, use ppo)"));
+                              "returns, so ",
+                              k.key, " must be ", show(k.required), ", got ", show(k.value),
+                              " (for several passes or clipping, use ppo)"));
   const bool discrete = env_spaces(c.env.name).action.is_discrete();
   if (algo == "apex" && !discrete)
     throw ConfigError(cat(c.source, ": apex (DQN) needs discrete actions; env.name = '", c.env.name,
                           "' has continuous ones (use apex_dpg, ppo, a2c, a3c or impala)"));
   if (algo == "apex_dpg" && discrete)
-    throw ConfigError(cat(c.source, ": apex_dpg needs continuous actions; env.name = '",
-                          c.env.name, "' has discrete ones (use apex)"));
+    throw ConfigError(cat(c.source, ": apex_dpg needs continuous actions; env.name = '", c.env.name,
+                          "' has discrete ones (use apex)"));
   if (is_apex(algo) && (c.normalize.observations || c.normalize.rewards)) {
-    const std::string key = c.normalize.observations ? "normalize.observations" : "normalize.rewards";
+    const std::string key =
+        c.normalize.observations ? "normalize.observations" : "normalize.rewards";
     throw ConfigError(cat(c.origin(key), ": ", algo, " keeps raw transitions in its replay; ", key,
                           " = true is for ppo, a2c, a3c and impala"));
   }

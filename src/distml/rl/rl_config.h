@@ -1,6 +1,6 @@
 // The configuration of `distml rl`: a TOML file with sections [env] [network] [optim] [algo]
-// [normalize] [impala] [apex] [run], plus `--set section.key=value` overrides. Every key has a default
-// here; examples/rl/<algo>_<env>.toml hold the tuned values per (algorithm, environment).
+// [normalize] [impala] [apex] [run], plus `--set section.key=value` overrides. Every key has a
+// default here; examples/rl/<algo>_<env>.toml hold the tuned values per (algorithm, environment).
 // Unknown keys and bad values are ConfigErrors naming the file and the key.
 #pragma once
 
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "distml/rl/envs/env.h"
 #include "distml/rl/normalizer.h"
 #include "distml/rl/policy.h"
 #include "distml/train/optimizer_factory.h"
@@ -49,7 +50,7 @@ struct ApexConfig {  // apex (DQN) and apex_dpg
   std::int64_t n_step = 3;
   double epsilon = 0.4;  // DQN: actor i explores with epsilon^(1 + epsilon_alpha * i / (N - 1))
   double epsilon_alpha = 7;
-  double noise = 0.3;       // DPG: actor i's Gaussian noise, noise (noise_min / noise)^(i / (N - 1))
+  double noise = 0.3;  // DPG: actor i's Gaussian noise, noise (noise_min / noise)^(i / (N - 1))
   double noise_min = 0.05;  // ... half action ranges
   double tau = 0.005;       // DPG: target networks move this far towards the online ones per update
   std::int64_t capacity = 100000;  // replay transitions
@@ -66,13 +67,13 @@ struct ApexConfig {  // apex (DQN) and apex_dpg
 struct RunConfig {
   std::int64_t env_steps = 100000;  // environment steps of all actors together
   std::uint64_t seed = 1;
-  std::int64_t threads = 1;          // intra-op threads per rank
-  std::int64_t eval_episodes = 100;  // at the end, with the greedy policy
+  std::int64_t threads = 1;            // intra-op threads per rank
+  std::int64_t eval_episodes = 100;    // at the end, with the greedy policy
   double target_return = 0;            // stop once target_metric reaches it
   bool has_target = false;             // set when target_return is given
   std::string target_metric = "eval";  // eval: an evaluation during the run (eval_every > 0);
                                        // train: the mean of the last 100 training episodes
-  std::int64_t eval_every = 0;       // updates between evaluations during the run (0: none)
+  std::int64_t eval_every = 0;         // updates between evaluations during the run (0: none)
   std::int64_t eval_episodes_during = 20;
   std::int64_t log_every = 10;             // updates between progress lines
   std::string checkpoint_dir;              // empty: no checkpoints
@@ -116,6 +117,8 @@ const std::vector<std::string>& algorithm_names();
 RlConfig load_rl_config(const std::string& path, const std::vector<std::string>& overrides);
 /// Every key as "section.key = value" lines in canonical order (hashed to compare ranks).
 std::string canonical_text(const RlConfig& config);
+/// How the environments of this run are made (run.timeout_s for external ones).
+inline EnvOptions env_options(const RlConfig& config) { return {config.run.timeout_s}; }
 /// A hash of canonical_text: every rank of a run must have the same.
 std::uint64_t fingerprint(const RlConfig& config);
 /// canonical_text with, beside each key, what set it (the file, a --set, or "default").

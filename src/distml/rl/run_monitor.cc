@@ -42,8 +42,7 @@ namespace {
 nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; }
 }  // namespace
 
-bool RunMonitor::after_update(std::int64_t update, std::int64_t env_steps,
-                              nlohmann::json fields) {
+bool RunMonitor::after_update(std::int64_t update, std::int64_t env_steps, nlohmann::json fields) {
   const RunConfig& run = config_.run;
   hooks_.progress(env_steps, run.env_steps);
   if (run.log_every > 0 && update % run.log_every == 0) {
@@ -75,15 +74,15 @@ void RunMonitor::start_evaluation(std::int64_t update, std::int64_t env_steps) {
   if (evaluations_ == Evaluations::inline_) {
     report_evaluation(update, env_steps,
                       evaluate(config_.env.name, run.eval_episodes_during, seed, greedy_(),
-                               {run.timeout_s}));
+                               env_options(config_)));
     return;
   }
   if (pending_) return;  // the previous one is still running: this round is skipped
-  pending_ = Pending{update, env_steps,
-                     std::async(std::launch::async, [this, seed, policy = greedy_()] {
-                       return evaluate(config_.env.name, config_.run.eval_episodes_during, seed,
-                                       policy, {config_.run.timeout_s});
-                     })};
+  pending_ =
+      Pending{update, env_steps, std::async(std::launch::async, [this, seed, policy = greedy_()] {
+                return evaluate(config_.env.name, config_.run.eval_episodes_during, seed, policy,
+                                env_options(config_));
+              })};
 }
 
 void RunMonitor::collect_evaluation(bool wait) {
@@ -131,9 +130,8 @@ RunResult RunMonitor::finish(std::int64_t update, std::int64_t env_steps) {
   collect_evaluation(/*wait=*/true);
   RunResult r;
   if (!config_.run.checkpoint_dir.empty()) checkpoint(update, state_());
-  const Evaluation ev =
-      evaluate(config_.env.name, config_.run.eval_episodes, config_.run.seed, greedy_(),
-               {config_.run.timeout_s});
+  const Evaluation ev = evaluate(config_.env.name, config_.run.eval_episodes, config_.run.seed,
+                                 greedy_(), env_options(config_));
   r.eval_mean_return = ev.mean_return;
   r.eval_episodes = ev.episodes;
   r.env_steps = env_steps;

@@ -19,8 +19,6 @@ namespace distml::rl {
 /// Sets the intra-op threads of this rank.
 void prepare_rank(const RlConfig& config);
 
-/// How the environments of this run are made (run.timeout_s for external ones).
-inline EnvOptions env_options(const RlConfig& config) { return {config.run.timeout_s}; }
 /// The environments of actor `actor` (distinct seeds per actor).
 VectorEnv make_actor_envs(const RlConfig& config, int actor);
 /// The normaliser of an actor with config.env.copies copies (or of a learner: its statistics are

@@ -67,6 +67,9 @@ std::unique_ptr<Env> make_env(std::string_view name, const EnvOptions& options =
 std::vector<std::string> env_names();
 /// True when make_env knows `name` (exec: names included).
 bool env_exists(std::string_view name);
+/// "cartpole, acrobot, ..., or exec:COMMAND for an external process": what an unknown name
+/// should have been.
+std::string env_choices();
 
 /// Makes environments of the user's own: `distml::rl::register_env("corridor", [] { return
 /// std::make_unique<Corridor>(); })`, then env.name = "corridor". Register before loading a

@@ -81,10 +81,13 @@ std::unique_ptr<Env> make_env(std::string_view name, const EnvOptions& options) 
     if (const EnvFactory* f = r.find(name)) factory = *f;
   }
   if (factory) return factory();
+  throw ConfigError(cat("unknown environment '", name, "'; expected one of ", env_choices()));
+}
+
+std::string env_choices() {
   std::string names;
-  for (const auto& known : env_names()) names += (names.empty() ? "" : ", ") + known;
-  throw ConfigError(cat("unknown environment '", name, "'; expected one of ", names,
-                        ", or exec:COMMAND for an external process"));
+  for (const auto& known : env_names()) names += known + ", ";
+  return names + "or exec:COMMAND for an external process";
 }
 
 EnvError env_failure(std::string_view name, const std::string& where, const std::exception& e) {

@@ -32,6 +32,12 @@ VectorEnv::VectorEnv(std::string_view name, int copies, std::uint64_t seed,
   for (int c = 0; c < copies; ++c) reset_copy(c);
 }
 
+void VectorEnv::check_observation(const std::vector<float>& observation) const {
+  if (static_cast<int>(observation.size()) != observation_size())
+    throw EnvError(
+        cat("an observation of ", observation.size(), " floats, expected ", observation_size()));
+}
+
 std::string VectorEnv::where(int c, const char* what) const {
   return cat("copy ", c, ", ", what, " of episode ", episodes_[c]);
 }
@@ -40,13 +46,10 @@ void VectorEnv::reset_copy(int c) {
   std::vector<float> first;
   try {
     first = envs_[c]->reset(episode_seed(seed_, c, episodes_[c]++));
+    check_observation(first);
   } catch (const std::exception& e) {
     throw env_failure(envs_[c]->name(), where(c, "the reset"), e);
   }
-  if (static_cast<int>(first.size()) != observation_size())
-    throw EnvError(cat("environment '", envs_[c]->name(), "' (", where(c, "the reset"),
-                       "): an observation of ", first.size(), " floats, expected ",
-                       observation_size()));
   std::copy(first.begin(), first.end(), observations_.begin() + c * observation_size());
   running_return_[c] = 0;
   running_length_[c] = 0;
@@ -62,15 +65,11 @@ const VectorEnv::Step& VectorEnv::step(std::span<const float> actions) {
     StepResult r;
     try {
       r = envs_[c]->step(actions.subspan(c * action_size, action_size));
+      check_observation(r.observation);
     } catch (const std::exception& e) {
       throw env_failure(envs_[c]->name(), where(c, cat("step ", running_length_[c] + 1).c_str()),
                         e);
     }
-    if (static_cast<int>(r.observation.size()) != obs_size)
-      throw EnvError(cat("environment '", envs_[c]->name(), "' (",
-                         where(c, cat("step ", running_length_[c] + 1).c_str()),
-                         "): an observation of ", r.observation.size(), " floats, expected ",
-                         obs_size));
     ++steps_;
     running_return_[c] += r.reward;
     ++running_length_[c];

@@ -52,6 +52,8 @@ class VectorEnv {
 
  private:
   void reset_copy(int c);
+  // EnvError unless `observation` has observation_size() floats.
+  void check_observation(const std::vector<float>& observation) const;
   // "copy c, WHAT of episode e", for errors.
   std::string where(int c, const char* what) const;
 
