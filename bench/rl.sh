@@ -2,7 +2,8 @@
 # The deep RL targets of docs/benchmarks.md: each (algorithm, environment) pair with its tuned
 # defaults (examples/rl/) at --np 2 over several seeds; the IMPALA decoupling run (each actor
 # first runs alone, then with the learner training, in the same run); the Ape-X replay's
-# throughput inside a run and as a micro-benchmark.
+# throughput inside a run and as a micro-benchmark; one PPO actor's env steps/s with 1 and 2
+# environment workers (run.env_workers), taking turns in one process.
 # Every run's event lines go to bench/results/rl/<case>.jsonl; then a table.
 # Knobs: CASES (names below, default all), SEEDS ("1 2 3"), BUILD (build), RUN_TIMEOUT (900 s),
 # OUT_DIR (bench/results/rl).
@@ -62,5 +63,9 @@ for c in "${single[@]}"; do
 done
 if [[ -z ${CASES:-} || " $CASES " == *" replay_micro "* ]]; then
   "$build/bench/distml_replay_throughput" >"$dir/replay_micro.jsonl"
+fi
+if [[ -z ${CASES:-} || " $CASES " == *" actor_throughput "* ]]; then
+  { "$build/bench/distml_actor_throughput" cartpole 8 128 15 1 2
+    "$build/bench/distml_actor_throughput" humanoid 8 64 9 1 2; } >"$dir/actor_throughput.jsonl"
 fi
 /usr/bin/python3 bench/summarize_rl.py "$dir"

@@ -59,6 +59,13 @@ def main(d):
         micro = events(f"{d}/replay_micro.jsonl")[-1]
         print(f"\nReplay micro-benchmark (build/bench/distml_replay_throughput): "
               f"{micro['ops_per_sec']:.0f} ops/s")
+    if os.path.exists(f"{d}/actor_throughput.jsonl"):
+        print("\nOne PPO actor (build/bench/distml_actor_throughput), median of the rounds:")
+        for r in events(f"{d}/actor_throughput.jsonl"):
+            print(f"  {r['env']}: {r['copies']} copies, env_workers {r['env_workers']}: "
+                  f"{r['env_steps_per_sec']:.0f} env steps/s, "
+                  f"{r['env_steps_per_sec_per_core']:.0f} per core of {r['cores']}, "
+                  f"x{r['ratio_to_first']:.2f} of env_workers 1")
 
 
 if __name__ == "__main__":

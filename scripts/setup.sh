@@ -22,6 +22,7 @@ packages=(
   python3-sklearn  # the classical estimators are checked against scikit-learn
   python3-xgboost  # GBDT models exported in XGBoost's format must load and predict the same
   libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
+  libthread-pool-dev  # the threads that step an actor's environment copies (run.env_workers)
   slurmctld slurmd  # a one-node Slurm for the srun/sbatch test (tests/cli/slurm_cluster.sh)
   chromium python3-pil  # the report test renders distml report's page and reads its screenshot
 )

@@ -23,6 +23,7 @@ done = json.loads(out[-1])
 assert done["event"] == "done" and done["algo"] == algo and done["env"] == env, done
 assert done["eval_episodes"] == 2 and done["env_steps"] >= 2000, done
 assert done["env_steps_per_sec"] > 0 and done["wall_s"] > 0, done
+assert done["cores"] >= 1 and done["env_steps_per_sec_per_core"] > 0, done
 assert isinstance(done["eval_mean_return"], float), done
 PY
   echo "ok: $1 on $2 done line"
@@ -67,11 +68,16 @@ here=$(cd "$(dirname "$0")" && pwd)
 corridor="exec:/usr/bin/python3 $here/../../examples/rl/exec/corridor.py"
 out=$(rl ppo --env "$corridor" "${quick[@]}" --json 2>"$dir/err") || fail "exec corridor: $(cat "$dir/err")"
 check_done ppo "$corridor" "$out"
+# The same with its copies (processes) stepped on two worker threads, double-buffered.
+out=$(rl ppo --env "$corridor" "${quick[@]}" --set run.env_workers=2 --json 2>"$dir/err") ||
+  fail "exec corridor, 2 env workers: $(cat "$dir/err")"
+check_done ppo "$corridor" "$out"
 # One that dies at its third step: exit 2, naming the environment, the step and how it ended.
 broken="exec:/usr/bin/python3 $here/../rl/broken_env.py exit 3"
 expect 2 "environment '$broken'" rl ppo --env "$broken" "${quick[@]}"
 expect 2 "step 3 of episode 1" rl ppo --env "$broken" "${quick[@]}"
 expect 2 "it exited with status 3" rl ppo --env "$broken" "${quick[@]}"
+expect 2 "step 3 of episode 1" rl ppo --env "$broken" "${quick[@]}" --set run.env_workers=2
 
 # Bad input: exit 2 and a message naming what is wrong.
 expect 2 "unknown key 'algo.gama'; did you mean 'algo.gamma'?" rl ppo --set algo.gama=0.9
@@ -79,6 +85,7 @@ expect 2 "key 'algo.unroll' must be an integer >= 1, got 0" rl ppo --set algo.un
 expect 2 "apex (DQN) needs discrete actions" rl apex --env pendulum
 expect 2 "apex_dpg needs continuous actions" rl apex_dpg --env cartpole
 expect 2 "a2c is one pass over one minibatch" rl a2c --set algo.epochs=4
+expect 2 "run.env_workers = 9 is more than the 8 environment copies" rl ppo --set run.env_workers=9
 # --print-config: every key, where each came from, and exit 0 without running.
 expect 0 "examples/rl/ppo_cartpole.toml" rl ppo --env cartpole --print-config
 expect 0 "algo.epochs = 1 " rl a2c --env acrobot --print-config

@@ -1,7 +1,8 @@
 // The pieces of the algorithms against their formulas written out here: the truncation
-// bootstrap of a rollout, PPO's clipped losses, the ranks of PPO and A2C staying identical, the
-// Ape-X actors' exploration, Ape-X DPG's critic target, the Ape-X messages, A3C's policy lag,
-// and the config rules of a2c and a3c.
+// bootstrap of a rollout, a rollout with environment workers against one without, PPO's clipped
+// losses, the ranks of PPO and A2C staying identical, the Ape-X actors' exploration, Ape-X
+// DPG's critic target, the Ape-X messages, A3C's policy lag, and the config rules of a2c and
+// a3c.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -93,6 +94,38 @@ TEST(CollectRollout, ATerminatedStepKeepsItsRewardAndCutsTheReturn) {
     ends += ref.terminated[t];
   }
   EXPECT_GE(ends, 1) << "a random policy keeps the pole up for 120 steps?";
+}
+
+// With two environment workers the copies step in two groups, each while the policy acts for
+// the other (double buffering). The rollout must be the one a single thread collects: the same
+// actions (the sampler draws row by row in the same order), so the same observations, rewards,
+// bootstraps (acrobot's 500-step limit falls in the second rollout) and episodes.
+TEST(CollectRollout, TwoWorkersCollectTheRolloutOfOne) {
+  ActorCritic net = network_for("acrobot");
+  VectorEnv one("acrobot", 6, 8), two("acrobot", 6, 8, {}, 2);
+  ASSERT_EQ(two.groups(), 2);
+  Normalizer off_one(NormalizeConfig{}, 6, 6, 0.99), off_two(NormalizeConfig{}, 6, 6, 0.99);
+  ActionSampler sampler_one(3), sampler_two(3);
+  for (int rollout = 0; rollout < 2; ++rollout) {
+    const Rollout a = collect_rollout(*net, one, off_one, sampler_one, 300, 0.99);
+    const Rollout b = collect_rollout(*net, two, off_two, sampler_two, 300, 0.99);
+    EXPECT_TRUE(torch::equal(b.actions, a.actions)) << "rollout " << rollout;
+    EXPECT_TRUE(torch::equal(b.observations, a.observations));
+    EXPECT_TRUE(torch::equal(b.rewards, a.rewards));
+    EXPECT_TRUE(torch::equal(b.discounts, a.discounts));
+    EXPECT_EQ(b.finished_episodes, a.finished_episodes);
+    EXPECT_EQ(b.finished_return_sum, a.finished_return_sum);
+    // The network sees 3 rows at a time instead of 6, and a BLAS may block a GEMM by its row
+    // count, reordering each float sum of at most 64 products: a relative change of at most
+    // 64 float epsilons (8e-6) per layer of the sum of the products' magnitudes, which are of
+    // order 1 here (inputs and weights of order 1, tanh between). 1e-5 bounds that for values
+    // and log-probabilities of order 1. (The same few ulps could move a sampled action only if
+    // a uniform draw fell within them of a probability boundary: about 1e-6 per draw.)
+    EXPECT_TRUE(torch::allclose(b.values, a.values, 1e-5, 1e-5));
+    EXPECT_TRUE(torch::allclose(b.log_probs, a.log_probs, 1e-5, 1e-5));
+  }
+  EXPECT_EQ(two.steps(), one.steps());
+  EXPECT_GT(one.steps(), 3000) << "both rollouts stepped every copy";
 }
 
 // ---- PPO's loss -------------------------------------------------------------------------------

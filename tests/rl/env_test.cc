@@ -510,9 +510,62 @@ TEST(VectorEnv, SameSeedReproducesAndCopiesStartApart) {
   EXPECT_EQ(a.take_finished().returns, b.take_finished().returns);
 }
 
+// Workers change where the copies step, not what they do: the same actions give the same
+// observations, rewards, ends and finished episodes (in the same order) as one thread does,
+// whether the copies step all at once or group by group. 5 copies: groups of 2 and 3.
+TEST(VectorEnv, WorkersStepTheCopiesAsOneThreadDoes) {
+  constexpr int kCopies = 5;
+  for (int workers : {2, 3}) {
+    VectorEnv reference("acrobot", kCopies, 21), threaded("acrobot", kCopies, 21, {}, workers);
+    ASSERT_EQ(threaded.groups(), 2);
+    EXPECT_EQ(threaded.group(0).count + threaded.group(1).count, kCopies);
+    for (int t = 0; t < 1200; ++t) {
+      std::vector<float> actions(kCopies);
+      for (int c = 0; c < kCopies; ++c) actions[c] = static_cast<float>((t / (c + 1) + c) % 3);
+      const VectorEnv::Step want = reference.step(actions);
+      VectorEnv::Step got;
+      if (t % 2 == 0) {
+        got = threaded.step(actions);
+      } else {  // group by group, as collect_rollout steps them
+        for (int g = 0; g < 2; ++g) {
+          const VectorEnv::Group grp = threaded.group(g);
+          threaded.start_step(g, std::span<const float>(actions).subspan(grp.first, grp.count));
+        }
+        for (int g = 0; g < 2; ++g) got = threaded.finish_step(g);
+      }
+      ASSERT_EQ(got.rewards, want.rewards) << "workers " << workers << ", step " << t;
+      ASSERT_EQ(got.terminated, want.terminated);
+      ASSERT_EQ(got.truncated, want.truncated);
+      ASSERT_EQ(got.final_observations, want.final_observations);
+      ASSERT_EQ(threaded.observations(), reference.observations());
+    }
+    EXPECT_EQ(threaded.steps(), reference.steps());
+    const VectorEnv::Finished want = reference.take_finished(), got = threaded.take_finished();
+    EXPECT_GE(want.returns.size(), 5u);
+    EXPECT_EQ(got.returns, want.returns);
+    EXPECT_EQ(got.lengths, want.lengths);
+  }
+}
+
+// A copy that fails on a worker is the same EnvError as without workers, naming the copy; it
+// reaches the caller (once every worker is idle) instead of being lost on the worker's thread.
+TEST(VectorEnv, AFailureOnAWorkerNamesTheCopy) {
+  VectorEnv vec("cartpole", 4, 3, {}, 2);
+  std::vector<float> actions = {0, 1, 0, 7};  // 7 is no action of Discrete(2)
+  try {
+    vec.step(actions);
+    FAIL() << "an action out of range was stepped";
+  } catch (const EnvError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("'cartpole'"), std::string::npos) << what;
+    EXPECT_NE(what.find("copy 3, step 1 of episode 1"), std::string::npos) << what;
+  }
+}
+
 TEST(VectorEnv, RejectsBadConstructionAndActionCounts) {
   EXPECT_THROW(VectorEnv("no_such_env", 2, 0), ConfigError);
   EXPECT_THROW(VectorEnv("cartpole", 0, 0), ConfigError);
+  EXPECT_THROW(VectorEnv("cartpole", 2, 0, {}, 0), ConfigError);
   VectorEnv vec("mountaincar_continuous", 3, 1);
   EXPECT_THROW(vec.step(std::vector<float>(2, 0.0f)), Error);
   EXPECT_NO_THROW(vec.step(std::vector<float>(3, 0.0f)));

@@ -6,6 +6,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <thread>
 
 #include "distml/comm/engines.h"
 #include "distml/comm/timeline_exchange.h"
@@ -46,6 +47,16 @@ std::string tuned_config(const std::string& algo, const std::string& env) {
   const std::string path = dir + "/" + algo + "_" + env + ".toml";
   std::error_code ignored;
   return std::filesystem::is_regular_file(path, ignored) ? path : "";
+}
+
+// The cores the run's threads can keep busy, for "env steps/s per core": each rank's intra-op
+// threads plus its environment workers, at most the cores of this machine (a run across hosts
+// is counted as if all its ranks shared rank 0's).
+int cores_in_use(const rl::RlConfig& config, int ranks) {
+  const std::int64_t env_workers = config.run.env_workers > 1 ? config.run.env_workers : 0;
+  const std::int64_t threads = ranks * (config.run.threads + env_workers);
+  return static_cast<int>(
+      std::min<std::int64_t>(threads, std::max(1u, std::thread::hardware_concurrency())));
 }
 
 // Rank 0's text lines for the run's events.
@@ -109,6 +120,8 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
   if (comm.rank() != 0) return;
   printer->finish();
   const double wall_s = seconds_since(start);
+  const int cores = cores_in_use(config, comm.size());
+  const double per_core = r.env_steps_per_sec / cores;
   if (o.json || run_dir) {
     nlohmann::json done = {{"event", "done"},
                            {"algo", config.algo.name},
@@ -117,6 +130,8 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
                            {"eval_episodes", r.eval_episodes},
                            {"env_steps", r.env_steps},
                            {"env_steps_per_sec", r.env_steps_per_sec},
+                           {"cores", cores},
+                           {"env_steps_per_sec_per_core", per_core},
                            {"np", comm.size()},
                            {"restarts", restarts_so_far()},
                            {"wall_s", wall_s}};
@@ -127,10 +142,10 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
   if (!o.json) {
     std::printf(
         "%s on %s: mean return %.2f over %lld evaluation episodes after %lld env steps "
-        "(%.0f env steps/s); %.1f s in all\n",
+        "(%.0f env steps/s, %.0f per core of %d); %.1f s in all\n",
         config.algo.name.c_str(), config.env.name.c_str(), r.eval_mean_return,
         static_cast<long long>(r.eval_episodes), static_cast<long long>(r.env_steps),
-        r.env_steps_per_sec, wall_s);
+        r.env_steps_per_sec, per_core, cores, wall_s);
   }
 }
 

@@ -51,21 +51,25 @@ void Normalizer::normalize(std::span<float> rows) const {
   }
 }
 
-void Normalizer::scale_rewards(std::span<float> rewards, std::span<const std::uint8_t> ended) {
+void Normalizer::scale_rewards(std::span<float> rewards, std::span<const std::uint8_t> ended,
+                               int first_copy) {
   if (!config_.rewards) return;
-  DML_CHECK_EQ(rewards.size(), discounted_.size(), "rewards per copy");
-  DML_CHECK_EQ(ended.size(), discounted_.size(), "episode ends per copy");
+  DML_CHECK(first_copy >= 0 && first_copy + rewards.size() <= discounted_.size(),
+            "rewards per copy");
+  DML_CHECK_EQ(ended.size(), rewards.size(), "episode ends per copy");
+  const std::span<double> discounted =
+      std::span<double>(discounted_).subspan(first_copy, rewards.size());
   std::vector<float> returns(rewards.size());
   for (std::size_t c = 0; c < rewards.size(); ++c) {
-    discounted_[c] = discounted_[c] * gamma_ + rewards[c];
-    returns[c] = static_cast<float>(discounted_[c]);
+    discounted[c] = discounted[c] * gamma_ + rewards[c];
+    returns[c] = static_cast<float>(discounted[c]);
   }
   returns_.pending.add(returns);
   returns_.refresh(config_.epsilon);
   const double clip = config_.clip_rewards;
   for (std::size_t c = 0; c < rewards.size(); ++c) {
     rewards[c] = static_cast<float>(std::clamp(rewards[c] * returns_.inv_std[0], -clip, clip));
-    if (ended[c]) discounted_[c] = 0;
+    if (ended[c]) discounted[c] = 0;
   }
 }
 

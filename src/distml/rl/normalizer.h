@@ -44,9 +44,10 @@ class Normalizer {
   void observe(std::span<float> rows);
   /// Normalises rows in place without counting them (a final observation, evaluation).
   void normalize(std::span<float> rows) const;
-  /// Scales one step's reward of every copy in place; a copy whose episode `ended` starts a new
-  /// discounted return.
-  void scale_rewards(std::span<float> rewards, std::span<const std::uint8_t> ended);
+  /// Scales one step's reward of copies [first_copy, first_copy + rewards.size()) in place; a
+  /// copy whose episode `ended` starts a new discounted return.
+  void scale_rewards(std::span<float> rewards, std::span<const std::uint8_t> ended,
+                     int first_copy = 0);
 
   /// Synchronous ranks: merges every rank's pending statistics into shared, in rank order.
   void sync(comm::Communicator& comm);

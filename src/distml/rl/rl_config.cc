@@ -99,6 +99,7 @@ const config::Schema<RlConfig>& schema() {
           K::int_key("run", "env_steps", 1, CONFIG_FIELD(run.env_steps)),
           K::int_key("run", "seed", 0, CONFIG_FIELD(run.seed)),
           K::int_key("run", "threads", 1, CONFIG_FIELD(run.threads)),
+          K::int_key("run", "env_workers", 1, CONFIG_FIELD(run.env_workers)),
           K::int_key("run", "eval_episodes", 1, CONFIG_FIELD(run.eval_episodes)),
           target_key(),
           K::choice_key("run", "target_metric", {"eval", "train"}, CONFIG_FIELD(run.target_metric)),
@@ -183,6 +184,10 @@ void check_consistency(const RlConfig& c) {
     throw ConfigError(cat(c.source, ": algo.minibatches = ", c.algo.minibatches,
                           " is more than the ", c.algo.unroll * c.env.copies,
                           " samples of a rollout (algo.unroll x env.copies)"));
+  if (c.run.env_workers > c.env.copies)
+    throw ConfigError(cat(c.origin("run.env_workers"), ": run.env_workers = ", c.run.env_workers,
+                          " is more than the ", c.env.copies,
+                          " environment copies (env.copies) it would step"));
   if (algo == "impala" && c.impala.max_unrolls_ahead < c.impala.batch_unrolls)
     throw ConfigError(cat(c.source, ": impala.max_unrolls_ahead = ", c.impala.max_unrolls_ahead,
                           " is less than impala.batch_unrolls = ", c.impala.batch_unrolls,

@@ -68,6 +68,8 @@ struct RunConfig {
   std::int64_t env_steps = 100000;  // environment steps of all actors together
   std::uint64_t seed = 1;
   std::int64_t threads = 1;            // intra-op threads per rank
+  std::int64_t env_workers = 1;        // threads stepping each actor's environment copies; > 1
+                                       // also overlaps them with inference (double buffering)
   std::int64_t eval_episodes = 100;    // at the end, with the greedy policy
   double target_return = 0;            // stop once target_metric reaches it
   bool has_target = false;             // set when target_return is given

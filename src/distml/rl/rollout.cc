@@ -6,44 +6,73 @@ namespace distml::rl {
 
 Rollout collect_rollout(ActorCriticImpl& net, VectorEnv& envs, Normalizer& normalizer,
                         ActionSampler& sampler, std::int64_t steps, double gamma) {
+  DML_CHECK(steps >= 1, "a rollout of no steps");
   torch::NoGradGuard no_grad;
   const std::int64_t k = envs.copies(), obs = envs.observation_size();
   const std::int64_t act = envs.action_space().size();
-  std::vector<torch::Tensor> observations, actions, log_probs, values;
-  std::vector<float> rewards, discounts;  // [T x K]
-  for (std::int64_t t = 0; t < steps; ++t) {
-    std::vector<float> seen = envs.observations();
-    normalizer.observe(seen);
-    const auto o = as_tensor(seen, obs);
-    const auto out = net.forward(o);
-    const std::vector<float> a = sampler.sample(net, out.policy);
-    const auto a_tensor = as_tensor(a, act);
-    observations.push_back(o);
-    actions.push_back(a_tensor);
-    log_probs.push_back(net.log_prob(out.policy, a_tensor));
-    values.push_back(out.value);
-    const VectorEnv::Step& s = envs.step(net.env_actions(a));
-    std::vector<float> scaled = s.rewards;
-    std::vector<std::uint8_t> ended(k);
-    for (std::int64_t c = 0; c < k; ++c) ended[c] = s.terminated[c] || s.truncated[c];
-    normalizer.scale_rewards(scaled, ended);
-    for (std::int64_t c = 0; c < k; ++c) {
-      double reward = scaled[c];
+  const int groups = envs.groups();
+  // Per group, per step: what the policy saw and did, [group's copies, ...].
+  std::vector<std::vector<torch::Tensor>> observations(groups), actions(groups), log_probs(groups),
+      values(groups);
+  std::vector<float> rewards(steps * k), discounts(steps * k);  // [T x K]
+  // Group g's step t has ended: its rewards, scaled, with the truncation bootstrap.
+  auto record = [&](int g, std::int64_t t) {
+    const VectorEnv::Step& s = envs.finish_step(g);
+    const auto [first, count] = envs.group(g);
+    std::vector<float> scaled(s.rewards.begin() + first, s.rewards.begin() + first + count);
+    std::vector<std::uint8_t> ended(count);
+    for (int i = 0; i < count; ++i) ended[i] = s.terminated[first + i] || s.truncated[first + i];
+    normalizer.scale_rewards(scaled, ended, first);
+    for (int i = 0; i < count; ++i) {
+      const std::int64_t c = first + i;
+      double reward = scaled[i];
       if (s.truncated[c] && !s.terminated[c]) {
         std::vector<float> last(s.final_observations.begin() + c * obs,
                                 s.final_observations.begin() + (c + 1) * obs);
         normalizer.normalize(last);
         reward += gamma * net.forward(as_tensor(last, obs)).value.item<float>();
       }
-      rewards.push_back(static_cast<float>(reward));
-      discounts.push_back(ended[c] ? 0.0f : static_cast<float>(gamma));
+      rewards[t * k + c] = static_cast<float>(reward);
+      discounts[t * k + c] = ended[i] ? 0.0f : static_cast<float>(gamma);
+    }
+  };
+  // Group g's observation rows, from `envs`.
+  auto rows_of = [&](int g) {
+    const auto [first, count] = envs.group(g);
+    const auto begin = envs.observations().begin() + first * obs;
+    return std::vector<float>(begin, begin + count * obs);
+  };
+  // With two groups, one steps on the workers while the other's actions are computed.
+  for (std::int64_t t = 0; t < steps; ++t) {
+    for (int g = 0; g < groups; ++g) {
+      if (t > 0) record(g, t - 1);
+      std::vector<float> seen = rows_of(g);
+      normalizer.observe(seen);
+      const auto o = as_tensor(seen, obs);
+      const auto out = net.forward(o);
+      const std::vector<float> a = sampler.sample(net, out.policy);
+      const auto a_tensor = as_tensor(a, act);
+      observations[g].push_back(o);
+      actions[g].push_back(a_tensor);
+      log_probs[g].push_back(net.log_prob(out.policy, a_tensor));
+      values[g].push_back(out.value);
+      envs.start_step(g, net.env_actions(a));
     }
   }
-  std::vector<float> next = envs.observations();  // counted when the next rollout acts on it
-  normalizer.normalize(next);
-  observations.push_back(as_tensor(next, obs));
-  Rollout r{torch::stack(observations), torch::stack(actions), torch::stack(log_probs),
-            torch::stack(values),       as_tensor(rewards, k), as_tensor(discounts, k)};
+  for (int g = 0; g < groups; ++g) {
+    record(g, steps - 1);
+    std::vector<float> next = rows_of(g);  // counted when the next rollout acts on it
+    normalizer.normalize(next);
+    observations[g].push_back(as_tensor(next, obs));
+  }
+  // Each field: the groups' [T, count, ...] side by side.
+  auto join = [](const std::vector<std::vector<torch::Tensor>>& parts) {
+    std::vector<torch::Tensor> stacked;
+    for (const auto& p : parts) stacked.push_back(torch::stack(p));
+    return torch::cat(stacked, 1);
+  };
+  Rollout r{join(observations), join(actions),         join(log_probs),
+            join(values),       as_tensor(rewards, k), as_tensor(discounts, k)};
   const VectorEnv::Finished finished = envs.take_finished();
   for (double ret : finished.returns) r.finished_return_sum += ret;
   r.finished_episodes = static_cast<std::int64_t>(finished.returns.size());

@@ -5,6 +5,12 @@
 // for it): the rollout holds what the network saw and the scaled rewards it learns from.
 // Actions are the sampled ones; the environments get ActorCriticImpl::env_actions of them.
 //
+// With run.env_workers > 1 the copies form two groups (VectorEnv): while one group steps on the
+// workers, the policy acts for the other, so inference and environment steps overlap. Every copy
+// then gets the same actions as with one worker (the sampler draws in the same order; only the
+// network's batch is half as wide), with one difference where [normalize] is on: each group's
+// observations are counted into the statistics as it is seen, half a step apart.
+//
 // Truncation: when the time limit cuts an episode, gamma * V(final observation) is added to the
 // step's (scaled) reward and its discount is 0, so every return and advantage formula can cut at
 // discount 0 without treating a time-out as failure.

@@ -15,7 +15,7 @@ void prepare_rank(const RlConfig& config) {
 VectorEnv make_actor_envs(const RlConfig& config, int actor) {
   return VectorEnv(config.env.name, static_cast<int>(config.env.copies),
                    config.run.seed * 1000003ULL + static_cast<std::uint64_t>(actor),
-                   env_options(config));
+                   env_options(config), static_cast<int>(config.run.env_workers));
 }
 
 Normalizer make_normalizer(const RlConfig& config) {
