@@ -22,11 +22,18 @@ seeded=(
   "a2c_cartpole|a2c --env cartpole"
   "impala_cartpole|impala --env cartpole"
   "apex_cartpole|apex --env cartpole"
-  "a3c_cartpole|a3c --env cartpole"
+  "a3c_cartpole|a3c --env cartpole --np 3"
   "ppo_acrobot|ppo --env acrobot"
   "ppo_pendulum|ppo --env pendulum"
   "ppo_mountaincar_continuous|ppo --env mountaincar_continuous"
   "ppo_humanoid|ppo --env humanoid"
+  # A3C and IMPALA with their built-in defaults (no tuned file) on every discrete task
+  "a3c_defaults_cartpole|a3c --env cartpole --np 3 --config /dev/null --set run.env_steps=300000"
+  "impala_defaults_cartpole|impala --env cartpole --np 3 --config /dev/null --set run.env_steps=300000"
+  "a3c_defaults_acrobot|a3c --env acrobot --np 3 --set run.env_steps=300000"
+  "impala_defaults_acrobot|impala --env acrobot --np 3 --set run.env_steps=300000"
+  "a3c_defaults_mountaincar|a3c --env mountaincar --np 3 --set run.env_steps=4000000"
+  "impala_defaults_mountaincar|impala --env mountaincar --np 3 --set run.env_steps=4000000"
 )
 single=(
   "impala_decoupling|impala --env cartpole --set impala.solo_unrolls=400 --set run.target_return=1000000 --set run.eval_every=1000000"
@@ -37,7 +44,9 @@ run_case() {  # run_case NAME ARGS...
   local name=$1
   shift
   [[ -z ${CASES:-} || " $CASES " == *" ${name%_s[0-9]*} "* ]] || return 0
-  local cmd="$distml rl $* --np 2 --json"
+  local np="--np 2"  # unless the case names its own
+  [[ " $* " == *" --np "* ]] && np=""
+  local cmd="$distml rl $* $np --json"
   echo "bench: $name: $cmd" >&2
   # shellcheck disable=SC2086  # a word list on purpose
   if ! timeout "$run_timeout" $cmd >"$dir/$name.jsonl.tmp"; then

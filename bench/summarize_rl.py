@@ -7,8 +7,8 @@ import os
 import re
 import sys
 
-TARGETS = {"cartpole": 475, "acrobot": -100, "pendulum": -300, "mountaincar_continuous": 90,
-           "humanoid": 600}
+TARGETS = {"cartpole": 475, "acrobot": -100, "mountaincar": -110, "pendulum": -300,
+           "mountaincar_continuous": 90, "humanoid": 600}
 
 
 def events(path):
@@ -33,11 +33,14 @@ def main(d):
     print("| algorithm | env | target | seed | final greedy eval: mean return (episodes) | met | solved at env steps | solved at s | env steps | wall s |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for name, evs in runs.items():
-        m = re.fullmatch(r"(\w+?)_(\w+)_s(\d+)", name)
+        m = re.fullmatch(r"\w+_s(\d+)", name)
         if not m:
             continue
-        algo, env, seed = m.groups()
+        seed = m.group(1)
         done = done_of(evs)
+        algo, env = done["algo"], done["env"]
+        if "_defaults_" in name:
+            algo += " (built-in defaults)"
         target = TARGETS.get(env)
         met = "-" if target is None else ("yes" if done["eval_mean_return"] >= target else "**no**")
         print(f"| {algo} | {env} | {target if target is not None else '-'} | {seed} | "

@@ -269,10 +269,36 @@ TEST(RlConfig, A2cAndA3cAreOnePassOneMinibatchUnclippedNStep) {
   EXPECT_EQ(load_rl_config("", {"algo.name=ppo"}).algo.epochs, 4);  // PPO keeps its own
 }
 
-TEST(RlConfig, NormalisationDefaultsOnForContinuousActionsOnly) {
+// A3C and IMPALA have defaults of their own (docs/rl.md); a key given keeps its value.
+TEST(RlConfig, A3cAndImpalaDefaultsAreTheirOwnAndGivenKeysWin) {
+  const RlConfig a3c = load_rl_config("", {"algo.name=a3c", "env.name=mountaincar"});
+  EXPECT_EQ(a3c.algo.unroll, 5);
+  EXPECT_DOUBLE_EQ(a3c.optim.lr, 7e-4);
+  EXPECT_TRUE(a3c.algo.anneal_lr);
+  EXPECT_TRUE(a3c.normalize.observations && a3c.normalize.rewards);
+  const RlConfig impala = load_rl_config("", {"algo.name=impala", "env.name=acrobot"});
+  EXPECT_EQ(impala.algo.unroll, 20);
+  EXPECT_DOUBLE_EQ(impala.optim.lr, 1e-3);
+  EXPECT_DOUBLE_EQ(impala.algo.entropy, 0.01);
+  EXPECT_EQ(impala.impala.batch_unrolls, 2);
+  EXPECT_EQ(impala.impala.max_unrolls_ahead, 4);
+  EXPECT_TRUE(impala.algo.anneal_lr && impala.normalize.observations);
+  const RlConfig given = load_rl_config(
+      "", {"algo.name=impala", "algo.unroll=50", "optim.lr=0.01", "normalize.rewards=false"});
+  EXPECT_EQ(given.algo.unroll, 50);
+  EXPECT_DOUBLE_EQ(given.optim.lr, 0.01);
+  EXPECT_FALSE(given.normalize.rewards);
+  const RlConfig ppo = load_rl_config("", {"algo.name=ppo"});  // PPO keeps the general ones
+  EXPECT_EQ(ppo.algo.unroll, 128);
+  EXPECT_FALSE(ppo.algo.anneal_lr);
+}
+
+TEST(RlConfig, NormalisationDefaultsOnForContinuousActionsAndA3cAndImpala) {
   EXPECT_TRUE(load_rl_config("", {"env.name=pendulum"}).normalize.observations);
   EXPECT_TRUE(load_rl_config("", {"env.name=pendulum"}).normalize.rewards);
   EXPECT_FALSE(load_rl_config("", {"env.name=cartpole"}).normalize.observations);
+  EXPECT_FALSE(load_rl_config("", {"algo.name=a2c", "env.name=cartpole"}).normalize.rewards);
+  EXPECT_TRUE(load_rl_config("", {"algo.name=a3c", "env.name=cartpole"}).normalize.rewards);
   EXPECT_FALSE(load_rl_config("", {"env.name=pendulum", "normalize.rewards=false"})
                    .normalize.rewards);
   EXPECT_FALSE(load_rl_config("", {"algo.name=apex_dpg", "env.name=pendulum"})

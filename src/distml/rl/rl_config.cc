@@ -145,15 +145,39 @@ void resolve_defaults(RlConfig& c) {
   if (!env_exists(c.env.name))
     throw ConfigError(cat(c.origin("env.name"), ": unknown environment '", c.env.name,
                           "'; expected one of ", env_choices()));
-  // Normalisation helps continuous control (CleanRL's PPO does it); Ape-X stores raw transitions.
-  const bool normalize = !env_spaces(c.env.name).action.is_discrete() && !is_apex(c.algo.name);
+  const std::string& algo = c.algo.name;
+  const bool asynchronous = algo == "a3c" || algo == "impala";
+  // Normalisation helps continuous control (CleanRL's PPO does it) and the asynchronous
+  // actor-critics everywhere (MountainCar's -1 a step needs the reward scale: rl-baselines3-zoo's
+  // A2C normalises there too); Ape-X stores raw transitions.
+  const bool normalize =
+      (asynchronous || !env_spaces(c.env.name).action.is_discrete()) && !is_apex(algo);
   if (!c.given("normalize.observations")) c.normalize.observations = normalize;
   if (!c.given("normalize.rewards")) c.normalize.rewards = normalize;
-  if (is_actor_critic(c.algo.name)) {
+  if (is_actor_critic(algo)) {
     if (!c.given("algo.epochs")) c.algo.epochs = 1;
     if (!c.given("algo.minibatches")) c.algo.minibatches = 1;
     if (!c.given("algo.clip")) c.algo.clip = 0;
     if (!c.given("algo.lambda")) c.algo.lambda = 1;
+  }
+  // Settings that learn every discrete classic-control task (docs/benchmarks.md): A3C's short
+  // n-step unrolls at A2C's learning rate (Mnih et al.'s t_max 5, lr 7e-4); IMPALA's short
+  // unrolls, small batches and an entropy bonus; for both the learning rate annealed to 0 over
+  // run.env_steps (MountainCar's last swings need it).
+  auto fallback = [&c](const char* key, auto& field, auto value) {
+    if (!c.given(key)) field = value;
+  };
+  if (asynchronous) fallback("algo.anneal_lr", c.algo.anneal_lr, true);
+  if (algo == "a3c") {
+    fallback("algo.unroll", c.algo.unroll, 5);
+    fallback("optim.lr", c.optim.lr, 7e-4);
+  }
+  if (algo == "impala") {
+    fallback("algo.unroll", c.algo.unroll, 20);
+    fallback("optim.lr", c.optim.lr, 1e-3);
+    fallback("algo.entropy", c.algo.entropy, 0.01);
+    fallback("impala.batch_unrolls", c.impala.batch_unrolls, 2);
+    fallback("impala.max_unrolls_ahead", c.impala.max_unrolls_ahead, 4);
   }
 }
 

@@ -121,8 +121,7 @@ const VectorEnv::Step& VectorEnv::finish_step(int g) {
     try {
       task.get();
     } catch (...) {
-      failure = std::current_exception();
-      break;
+      if (!failure) failure = std::current_exception();  // the lowest copy's
     }
   }
   in_flight_[g].clear();
