@@ -274,12 +274,13 @@ TEST(RlConfig, A3cAndImpalaDefaultsAreTheirOwnAndGivenKeysWin) {
   const RlConfig a3c = load_rl_config("", {"algo.name=a3c", "env.name=mountaincar"});
   EXPECT_EQ(a3c.algo.unroll, 5);
   EXPECT_DOUBLE_EQ(a3c.optim.lr, 7e-4);
+  EXPECT_DOUBLE_EQ(a3c.algo.entropy, 0.01);
   EXPECT_TRUE(a3c.algo.anneal_lr);
   EXPECT_TRUE(a3c.normalize.observations && a3c.normalize.rewards);
   const RlConfig impala = load_rl_config("", {"algo.name=impala", "env.name=acrobot"});
   EXPECT_EQ(impala.algo.unroll, 20);
   EXPECT_DOUBLE_EQ(impala.optim.lr, 1e-3);
-  EXPECT_DOUBLE_EQ(impala.algo.entropy, 0.01);
+  EXPECT_DOUBLE_EQ(impala.algo.entropy, 0.001);
   EXPECT_EQ(impala.impala.batch_unrolls, 2);
   EXPECT_EQ(impala.impala.max_unrolls_ahead, 4);
   EXPECT_TRUE(impala.algo.anneal_lr && impala.normalize.observations);
