@@ -1,7 +1,7 @@
 // Sampling throughput of one PPO actor (collect_rollout: inference, sampling, environment
 // steps) with each number of environment workers, the settings taking turns round by round so
-// that they share the machine's noise. Prints one JSON line per setting (median env steps/s
-// and per core over the rounds) and one with the ratio to the first setting.
+// that they share the machine's noise. Prints one JSON line per setting: the median env steps/s
+// over the rounds, per core, and its ratio to the first setting's.
 //
 //   distml_actor_throughput [ENV] [COPIES] [UNROLL] [ROUNDS] [WORKERS...]
 //   e.g. distml_actor_throughput cartpole 8 128 15 1 2

@@ -96,6 +96,32 @@ TEST(CollectRollout, ATerminatedStepKeepsItsRewardAndCutsTheReturn) {
   EXPECT_GE(ends, 1) << "a random policy keeps the pole up for 120 steps?";
 }
 
+// A bound on the float32 rounding error of the MLP `prefix` ("actor" or "critic": Linear layers
+// with tanh between) on inputs x [N, in], however its sums are ordered: each output of a layer
+// is a sum of n = inputs + 1 terms (products and the bias), off by at most gamma_n = n u / (1 -
+// n u) times the sum of their magnitudes (Higham, Accuracy and Stability, Lemma 3.1; an FMA only
+// removes roundings), plus the error it inherits, |W| times the input's; tanh is 1-Lipschitz
+// and rounds once more (a few ulps of a value within +-1: 4u). Evaluated in double: [N, out].
+torch::Tensor rounding_bound(ActorCriticImpl& net, const std::string& prefix, torch::Tensor x) {
+  constexpr double u = 0x1p-24;  // float32 unit roundoff
+  std::vector<torch::Tensor> weights, biases;
+  for (const auto& p : net.named_parameters())
+    if (p.key().rfind(prefix + ".", 0) == 0)
+      (p.key().ends_with(".weight") ? weights : biases).push_back(p.value().to(torch::kDouble));
+  torch::Tensor h = x.to(torch::kDouble), error = torch::zeros_like(h);
+  for (std::size_t l = 0; l < weights.size(); ++l) {
+    const torch::Tensor w = weights[l].t(), b = biases[l];
+    const double n = static_cast<double>(w.size(0) + 1), gamma = n * u / (1 - n * u);
+    error = error.matmul(w.abs()) + gamma * (h.abs().matmul(w.abs()) + b.abs());
+    h = h.matmul(w) + b;
+    if (l + 1 < weights.size()) {
+      h = h.tanh();
+      error = error + 4 * u;
+    }
+  }
+  return error;
+}
+
 // With two environment workers the copies step in two groups, each while the policy acts for
 // the other (double buffering). The rollout must be the one a single thread collects: the same
 // actions (the sampler draws row by row in the same order), so the same observations, rewards,
@@ -115,14 +141,23 @@ TEST(CollectRollout, TwoWorkersCollectTheRolloutOfOne) {
     EXPECT_TRUE(torch::equal(b.discounts, a.discounts));
     EXPECT_EQ(b.finished_episodes, a.finished_episodes);
     EXPECT_EQ(b.finished_return_sum, a.finished_return_sum);
-    // The network sees 3 rows at a time instead of 6, and a BLAS may block a GEMM by its row
-    // count, reordering each float sum of at most 64 products: a relative change of at most
-    // 64 float epsilons (8e-6) per layer of the sum of the products' magnitudes, which are of
-    // order 1 here (inputs and weights of order 1, tanh between). 1e-5 bounds that for values
-    // and log-probabilities of order 1. (The same few ulps could move a sampled action only if
-    // a uniform draw fell within them of a probability boundary: about 1e-6 per draw.)
-    EXPECT_TRUE(torch::allclose(b.values, a.values, 1e-5, 1e-5));
-    EXPECT_TRUE(torch::allclose(b.log_probs, a.log_probs, 1e-5, 1e-5));
+    // The network sees 3 rows at a time instead of 6, and a BLAS may order a GEMM's sums by its
+    // row count. Each side is within rounding_bound of the exact value, so they differ by at
+    // most twice that. A log-probability z_a - logsumexp(z) moves by at most twice the largest
+    // logit error (its gradient's 1-norm is at most 2), plus the rounding of log_softmax itself
+    // on each side (a few ulps of values within 1 + |log p|: 8u each). (The same few ulps could
+    // move a sampled action only if a uniform draw fell within them of a probability boundary.)
+    const auto seen = a.observations.slice(0, 0, 300).reshape({-1, 6});
+    const auto value_bound = 2 * rounding_bound(*net, "critic", seen).reshape({300, 6});
+    EXPECT_TRUE(((b.values - a.values).abs().to(torch::kDouble) <= value_bound).all().item<bool>())
+        << "largest value difference " << (b.values - a.values).abs().max().item<float>();
+    const auto logit_error = std::get<0>(rounding_bound(*net, "actor", seen).max(1));
+    const auto log_prob_bound = 4 * logit_error.reshape({300, 6}) +
+                                16 * 0x1p-24 * (1 + a.log_probs.abs().to(torch::kDouble));
+    EXPECT_TRUE(
+        ((b.log_probs - a.log_probs).abs().to(torch::kDouble) <= log_prob_bound).all().item<bool>())
+        << "largest log-probability difference "
+        << (b.log_probs - a.log_probs).abs().max().item<float>();
   }
   EXPECT_EQ(two.steps(), one.steps());
   EXPECT_GT(one.steps(), 3000) << "both rollouts stepped every copy";
@@ -269,7 +304,9 @@ TEST(RlConfig, A2cAndA3cAreOnePassOneMinibatchUnclippedNStep) {
   EXPECT_EQ(load_rl_config("", {"algo.name=ppo"}).algo.epochs, 4);  // PPO keeps its own
 }
 
-// A3C and IMPALA have defaults of their own (docs/rl.md); a key given keeps its value.
+// A3C and IMPALA have defaults of their own (docs/rl.md); a key given keeps its value. The
+// learning rates are set from the same literals they are compared with: equal exactly, so
+// DOUBLE_EQ's 4 ulps are no allowance.
 TEST(RlConfig, A3cAndImpalaDefaultsAreTheirOwnAndGivenKeysWin) {
   const RlConfig a3c = load_rl_config("", {"algo.name=a3c", "env.name=mountaincar"});
   EXPECT_EQ(a3c.algo.unroll, 5);

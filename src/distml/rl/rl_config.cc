@@ -148,8 +148,8 @@ void resolve_defaults(RlConfig& c) {
   const std::string& algo = c.algo.name;
   const bool asynchronous = algo == "a3c" || algo == "impala";
   // Normalisation helps continuous control (CleanRL's PPO does it) and the asynchronous
-  // actor-critics everywhere (MountainCar's -1 a step needs the reward scale: rl-baselines3-zoo's
-  // A2C normalises there too); Ape-X stores raw transitions.
+  // actor-critics everywhere (without it neither gets off -200 on MountainCar: docs/rl.md);
+  // Ape-X stores raw transitions.
   const bool normalize =
       (asynchronous || !env_spaces(c.env.name).action.is_discrete()) && !is_apex(algo);
   if (!c.given("normalize.observations")) c.normalize.observations = normalize;
