@@ -146,25 +146,47 @@ TEST(Compress, TopKSendsExactlyTheKLargestOfEachRank) {
   }
 }
 
+// With error feedback the values go unscaled (the residual keeps the rest); without it they
+// are scaled by n / k = 20, so that the decode is unbiased.
 TEST(Compress, RandomKSendsTheSameIndicesFromEveryRankAndAveragesThem) {
   const std::int64_t n = 300;
-  auto o = options("randomk");
-  o.ratio = 0.05;                                                            // k = 15
-  auto grad_of = [&](int rank) { return seeded_randn(n, 20 + rank) + 10; };  // no zeros
-  const auto results = reduce_on(3, o, flat_layout(n), grad_of);
-  const auto chosen = results[0].sent != 0;
-  EXPECT_EQ(chosen.sum().item<std::int64_t>(), 15);
-  torch::Tensor want = torch::zeros({n});
-  for (int rank = 0; rank < 3; ++rank) {
-    EXPECT_TRUE(torch::equal(results[rank].sent != 0, chosen)) << "rank " << rank;
-    want += torch::where(chosen, grad_of(rank), torch::zeros({n}));
+  for (bool error_feedback : {true, false}) {
+    auto o = options("randomk", error_feedback);
+    o.ratio = 0.05;                                                            // k = 15
+    auto grad_of = [&](int rank) { return seeded_randn(n, 20 + rank) + 10; };  // no zeros
+    const auto results = reduce_on(3, o, flat_layout(n), grad_of);
+    const auto chosen = results[0].sent != 0;
+    EXPECT_EQ(chosen.sum().item<std::int64_t>(), 15);
+    const double scale = error_feedback ? 1.0 : 20.0;
+    torch::Tensor want = torch::zeros({n});
+    for (int rank = 0; rank < 3; ++rank) {
+      EXPECT_TRUE(torch::equal(results[rank].sent != 0, chosen)) << "rank " << rank;
+      want += torch::where(chosen, grad_of(rank), torch::zeros({n})) * scale;
+    }
+    // The all-reduce sums the three float32 values in its own order, then divides; the
+    // reference sums in rank order. Each of the two roundings per sum is at most u = 2^-24 ≈
+    // 6e-8 of the values (all near 10, so no cancellation), and the scale by a power of ten
+    // adds one more, so the two differ by a few u: 1e-6 relative leaves a margin, while a wrong
+    // index, scale or a missing rank moves an element by a third or more.
+    EXPECT_TRUE(torch::allclose(results[0].average, want / 3, 1e-6, 0)) << error_feedback;
+    EXPECT_EQ(results[0].bytes_sent, 15 * 4u);
   }
-  // The all-reduce sums the three float32 values in its own order, then divides; the reference
-  // sums in rank order. Each of the two roundings per sum is at most u = 2^-24 ≈ 6e-8 of the
-  // values (all near 10, so no cancellation), so the two differ by a few u: 1e-6 relative
-  // leaves a margin, while a wrong index or a missing rank moves an element by a third or more.
-  EXPECT_TRUE(torch::allclose(results[0].average, want / 3, 1e-6, 0));
-  EXPECT_EQ(results[0].bytes_sent, 15 * 4u);
+}
+
+// Without error feedback random-k is unbiased: an element is n / k times itself with
+// probability k / n, else 0, so its standard deviation is |g| sqrt(n / k - 1), |g| at k = n / 2.
+TEST(Compress, RandomKWithoutErrorFeedbackIsUnbiased) {
+  const std::int64_t n = 1000, draws = 2000;
+  auto o = options("randomk");
+  o.ratio = 0.5;
+  const auto g = seeded_randn(n, 3);
+  torch::Tensor sum = torch::zeros({n});
+  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
+    auto c = make_compressor(o, {flat_layout(n)});
+    for (std::int64_t step = 1; step <= draws; ++step) sum += c->reduce(g, 0, step, comm).average;
+  });
+  // 6 standard deviations of the mean of `draws`; an unscaled decode misses by |g| / 2.
+  EXPECT_TRUE(((sum / draws - g).abs() <= 6 * g.abs() / std::sqrt(draws)).all().item<bool>());
 }
 
 // Error feedback keeps what top-k did not send: after the gradients stop (zeros from then on),
@@ -201,8 +223,71 @@ TEST(Compress, HalfPrecisionRoundTripsWithinItsEpsilon) {
     const auto safe = torch::where(g.abs() < 1e-3, torch::full_like(g, 1e-3), g);
     const auto r = reduce_on(1, options(name), flat_layout(1000), [&](int) { return safe; })[0];
     EXPECT_LE(((r.average - safe).abs() / safe.abs()).max().item<double>(), u) << name;
-    EXPECT_EQ(r.bytes_sent, 2000u) << name;
+    // fp16 agrees on its scale first: one f32 more.
+    EXPECT_EQ(r.bytes_sent, std::string(name) == "fp16" ? 2004u : 2000u) << name;
   }
+}
+
+// The average of N ranks' gradients through fp16 or bf16, against their mean in float64, with
+// gradients beyond fp16's range (1e5 and 3e4 on every rank: their sum is above 65504) and down
+// to 1e-6. Bound per element, with u the unit roundoff (2^-11, 2^-8): each rank's value is
+// rounded once (u of it), then any all-reduce forms the sum by N - 1 additions, each rounded
+// to u of a partial sum (at most the sum of magnitudes), and divides by N (u of the result),
+// so the error is at most (N + 1) u of the mean magnitude, plus second-order terms (the
+// factor 1 + 2^-7). fp16's scale is a power of two that brings N times the largest magnitude
+// to at most 2^15, so below fp16's normal range (2^-14) each of those N + 1 roundings is off
+// by at most 2^-25 / scale absolutely, with scale >= 2^14 / (N max).
+TEST(Compress, HalfPrecisionAveragesWithinItsRoundingAtEveryWorldSize) {
+  const std::int64_t n = 500;
+  for (auto [name, u] : {std::pair{"fp16", std::ldexp(1.0, -11)}, {"bf16", std::ldexp(1.0, -8)}})
+    for (int world = 1; world <= 4; ++world) {
+      auto grad_of = [&](int rank) {
+        auto g = seeded_randn(n, 60 + rank) * torch::pow(10.0, torch::arange(n) % 7 - 6.0);
+        g[0] = 1e5;
+        g[1] = 3e4 * (rank + 1);
+        return g;
+      };
+      const auto results = reduce_on(world, options(name), flat_layout(n), grad_of);
+      auto mean = torch::zeros({n}, torch::kFloat64), magnitude = torch::zeros_like(mean);
+      double largest = 0;
+      for (int r = 0; r < world; ++r) {
+        const auto g = grad_of(r).to(torch::kFloat64);
+        mean += g / world;
+        magnitude += g.abs() / world;
+        largest = std::max(largest, g.abs().max().item<double>());
+      }
+      const double subnormal =
+          std::string(name) == "fp16" ? (world + 1) * 0x1p-25 * world * largest / 0x1p14 : 0.0;
+      const auto bound = (world + 1) * u * (1 + 0x1p-7) * magnitude + subnormal;
+      for (int r = 0; r < world; ++r) {
+        const auto got = results[r].average.to(torch::kFloat64);
+        EXPECT_TRUE(torch::isfinite(got).all().item<bool>()) << name << " world " << world;
+        EXPECT_TRUE(((got - mean).abs() <= bound).all().item<bool>())
+            << name << " world " << world << " rank " << r << ": worst excess "
+            << ((got - mean).abs() - bound).max().item<double>();
+      }
+    }
+}
+
+// Error feedback over fp16 with a gradient beyond its range: the residual stays finite, and
+// what was sent adds up to what came in (within fp16's rounding of the last step).
+TEST(Compress, HalfPrecisionErrorFeedbackSurvivesLargeGradients) {
+  const std::int64_t n = 50;
+  comm::local::run_ranks(2, {}, [&](comm::Communicator& comm) {
+    auto c = make_compressor(options("fp16", /*error_feedback=*/true), {flat_layout(n)});
+    torch::Tensor came_in = torch::zeros({n}), sent = torch::zeros({n});
+    for (std::int64_t step = 1; step <= 5; ++step) {
+      auto g = seeded_randn(n, 200 + step + comm.rank());
+      g[3] = 1e5;
+      came_in += g;
+      const auto r = c->reduce(g, 0, step, comm);
+      ASSERT_TRUE(torch::isfinite(r.average).all().item<bool>()) << "step " << step;
+      sent += r.sent;
+    }
+    // The residual is the last step's rounding: at most u = 2^-11 of its input, which is at
+    // most 1e5 plus the earlier residuals.
+    EXPECT_LE((came_in - sent).abs().max().item<double>(), 0x1p-11 * 1.01e5);
+  });
 }
 
 TEST(Compress, SignSendsScaledSignsOrTheMajorityVote) {
@@ -422,6 +507,56 @@ TEST(Compress, ACompressedRunResumesExactly) {
       EXPECT_TRUE(torch::equal(resumed[0].params[i], straight[0].params[i]))
           << strategy << " " << name << " parameter " << i;
   }
+}
+
+// Under pipedream every micro-batch is an update of its own, so the all-reduce strategy of a
+// stage's replicas sees micro_batches updates per step. A resume must continue its count where
+// the checkpoint left it (random-k draws by update) and compress.warmup_steps counts steps, as
+// everywhere else. 2 stages x 2 replicas, 2 micro-batches.
+TrainConfig pipedream_compressed(int steps) {
+  auto config = testing::config_for("lenet5", "sgd", 8, steps);
+  config.train.dtype = "float32";
+  config.parallel.pipeline_stages = 2;
+  config.parallel.schedule = "pipedream";
+  config.parallel.micro_batches = 2;
+  config.compress.name = "randomk";
+  config.compress.ratio = 0.1;
+  return config;
+}
+
+TEST(Compress, APipedreamRunResumesExactly) {
+  torch::set_num_threads(1);
+  const int k = 3;
+  auto data = testing::synthetic_images(96);
+  data::testing::TempDir dir;
+  auto config = pipedream_compressed(2 * k);
+  auto straight = testing::on_ranks(
+      4, [&](comm::Communicator& comm) { return testing::train_once(config, comm, data); });
+  auto first = config;
+  first.train.max_steps = k;
+  first.train.checkpoint_dir = dir.file("ckpt");
+  testing::on_ranks(
+      4, [&](comm::Communicator& comm) { return testing::train_once(first, comm, data); });
+  auto resumed = testing::on_ranks(4, [&](comm::Communicator& comm) {
+    return testing::train_once(config, comm, data, dir.file("ckpt"));
+  });
+  for (std::size_t i = 0; i < straight[0].params.size(); ++i)
+    EXPECT_TRUE(torch::equal(resumed[0].params[i], straight[0].params[i])) << "parameter " << i;
+}
+
+TEST(Compress, PipedreamWarmupCountsSteps) {
+  torch::set_num_threads(1);
+  auto data = testing::synthetic_images(96);
+  auto plain = pipedream_compressed(2);
+  plain.compress.name = "none";
+  auto warming = pipedream_compressed(2);
+  warming.compress.warmup_steps = 2;  // both steps uncompressed
+  const auto want = testing::on_ranks(
+      4, [&](comm::Communicator& comm) { return testing::train_once(plain, comm, data); });
+  const auto got = testing::on_ranks(
+      4, [&](comm::Communicator& comm) { return testing::train_once(warming, comm, data); });
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(got[r].result.bytes_sent, want[r].result.bytes_sent) << "rank " << r;
 }
 
 }  // namespace

@@ -278,6 +278,36 @@ TEST_P(LocalSgdStrategyTest, OptimizerStateIsAveragedWithTheParametersWhenAsked)
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, LocalSgdStrategyTest, ::testing::Values(2, 3, 4), world_name);
 
+// Compressed averages are approximate, but what reconcile() installs is the replicas' exact
+// mean, as for plain local SGD: 6 steps with period 4 (a compressed average after step 4, then
+// two local steps), then reconcile(). The difference to the mean computed here is a float32
+// rounding: the all-reduce and this sum add the same N numbers in another order, each
+// partial sum off by at most u = 2^-24 of the sum of magnitudes (Higham 4.2), so at most
+// (N - 1) u times the largest replica element per element; N u of the mean's norm covers the
+// whole vector with room. A compressed reconcile (top-k of 10%) misses the change since the
+// last average by most of its 90% unsent share.
+TEST_P(LocalSgdStrategyTest, CompressedReconcileInstallsTheExactMean) {
+  const int world = GetParam(), steps = 6;
+  const Net init = initial_net(21);
+  const Data data = make_data(steps * world * kRows);
+  for (const char* name : {"topk", "powersgd"}) {
+    compress::CompressOptions compress;
+    compress.name = name;
+    compress.ratio = 0.1;
+    compress.rank = 1;
+    auto got = collect(world, [&](comm::Communicator& comm) {
+      LocalSgdStrategy strategy(comm, {.period = 4, .compress = compress});
+      return run_strategy(strategy, init, data, comm, steps);
+    });
+    auto mean = torch::zeros_like(got[0].history.back());
+    for (const auto& r : got) mean += r.history.back();
+    mean /= world;
+    const double bound = world * 0x1p-24;
+    for (int r = 0; r < world; ++r)
+      EXPECT_LE(relative_difference(got[r].reconciled, mean), bound) << name << " rank " << r;
+  }
+}
+
 // --- post-local SGD ----------------------------------------------------------------------------
 
 using PostLocalSgdStrategyTest = StrategyTest;

@@ -152,6 +152,32 @@ TEST_P(ModelAveragingTrainerTest, EvaluatingDoesNotChangeTheTrajectory) {
     EXPECT_TRUE(torch::equal(a[0].params[i], b[0].params[i])) << "parameter " << i;
 }
 
+// The same with compressed averages (top-k with error feedback, PowerSGD): the evaluation's
+// reconcile must leave the anchor, the residuals and PowerSGD's Q as they were.
+TEST(CompressedModelAveraging, EvaluatingDoesNotChangeTheTrajectory) {
+  torch::set_num_threads(1);
+  const int world = 3, batch = 4, steps = 12;
+  auto data = synthetic_images(200);
+  for (const char* strategy : {"local_sgd", "post_local_sgd"})
+    for (const char* compressor : {"topk", "powersgd"}) {
+      auto quiet = small_mlp(strategy, batch, steps);
+      quiet.train.dtype = "float32";  // what the compressors take
+      quiet.strategy.period = 2;
+      quiet.strategy.warmup_steps = 2;
+      quiet.compress.name = compressor;
+      quiet.compress.ratio = 0.1;
+      auto evaluating = quiet;
+      evaluating.train.eval_every = 3;
+      auto a =
+          on_ranks(world, [&](comm::Communicator& comm) { return train_once(quiet, comm, data); });
+      auto b = on_ranks(
+          world, [&](comm::Communicator& comm) { return train_once(evaluating, comm, data); });
+      for (std::size_t i = 0; i < a[0].params.size(); ++i)
+        EXPECT_TRUE(torch::equal(a[0].params[i], b[0].params[i]))
+            << strategy << " " << compressor << " parameter " << i;
+    }
+}
+
 // Asynchronous EASGD's centre rank reads no checkpoint: after a resume it must still hold the
 // saved centre (the model the checkpoint holds), not the initial model, and no rank may wait
 // in a collective the others never join.

@@ -88,6 +88,13 @@ class Strategy {
   /// stands for (the average for local SGD and gossip, the centre for EASGD), so it can be
   /// evaluated, saved and compared. A no-op where replicas never diverge.
   virtual void reconcile(torch::optim::Optimizer& /*optimizer*/) {}
+  /// Collective, before a mid-run evaluation: reconcile() for a moment. The trainer puts every
+  /// replica's own parameters, buffers and optimizer state back afterwards, so the strategy
+  /// must leave what its next average starts from (local SGD's anchor) as it was: how often a
+  /// run evaluates must not change its trajectory.
+  virtual void reconcile_for_evaluation(torch::optim::Optimizer& optimizer) {
+    reconcile(optimizer);
+  }
   /// The ranks that train, as a communicator of their own; null (the default) for all ranks.
   /// The trainer shards the data over it and runs its own collectives (loss, evaluation,
   /// checks) on it: a parameter server's workers train, its servers do not.

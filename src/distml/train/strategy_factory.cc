@@ -1,5 +1,7 @@
 #include "distml/train/strategy_factory.h"
 
+#include <algorithm>
+
 #include "distml/core/error.h"
 #include "distml/train/strategies/allreduce_strategy.h"
 #include "distml/train/strategies/easgd_async_strategy.h"
@@ -97,6 +99,9 @@ std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communi
   if (c.name == "allreduce") {
     AllreduceStrategyOptions o = allreduce_options(c);
     o.compress = compress;
+    const auto& p = config.parallel;
+    if (p.schedule == "pipedream" && p.pipeline_stages > 1)  // as PipelineStage cuts the batch
+      o.updates_per_step = std::min(p.micro_batches, config.train.batch_size);
     return std::make_unique<AllreduceStrategy>(comm, o);
   }
   if (c.name == "local_sgd") {

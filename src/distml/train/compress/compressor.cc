@@ -91,14 +91,21 @@ void read_archive(torch::serialize::InputArchive& archive, const std::string& by
   archive.load_from(bytes.data(), bytes.size());
 }
 
+bool takes_float64(const std::string& name) {
+  return name == "fp16" || name == "bf16" || name == "topk" || name == "randomk" ||
+         name == "powersgd";
+}
+
 BucketLayout layout_of(std::span<const torch::Tensor> tensors, const CompressOptions& options) {
   BucketLayout layout;
   for (const auto& t : tensors) {
-    if (t.scalar_type() != torch::kFloat32)
-      throw ConfigError(cat("compress.name = ", options.name,
-                            ": gradient compression needs float32 parameters (train.dtype = "
-                            "float32); this model has ",
-                            c10::toString(t.scalar_type())));
+    const bool float64 = t.scalar_type() == torch::kFloat64 && takes_float64(options.name);
+    if (t.scalar_type() != torch::kFloat32 && !float64)
+      throw ConfigError(cat("compress.name = ", options.name, ": this compressor needs float32 ",
+                            "parameters (train.dtype = float32); this model has ",
+                            c10::toString(t.scalar_type()),
+                            " (fp16, bf16, topk, randomk and powersgd also take float64)"));
+    layout.dtype = t.scalar_type();
     layout.offsets.push_back(layout.elements);
     layout.shapes.push_back(t.sizes().vec());
     layout.elements += t.numel();
@@ -120,7 +127,7 @@ std::uint64_t PayloadCompressor::rng_seed(std::size_t bucket, std::int64_t step,
 const PayloadCompressor::Payload& PayloadCompressor::shapes_for(std::int64_t elements) {
   auto it = shapes_.find(elements);
   if (it == shapes_.end())
-    it = shapes_.emplace(elements, encode(torch::zeros({elements}, torch::kFloat32), 0)).first;
+    it = shapes_.emplace(elements, encode(torch::zeros({elements}, dtype_), 0)).first;
   return it->second;
 }
 
@@ -199,18 +206,19 @@ std::unique_ptr<Compressor> make_compressor(const CompressOptions& o,
                                             const std::vector<BucketLayout>& buckets) {
   std::unique_ptr<Compressor> c;
   if (o.name == "none") return nullptr;
+  const auto dtype = buckets.empty() ? torch::kFloat32 : buckets.front().dtype;
   if (o.name == "topk" || o.name == "randomk") {
     if (!(o.ratio > 0 && o.ratio <= 1))
       throw ConfigError(cat("compress.ratio: ", o.ratio, " is not in (0, 1]"));
   }
   if (o.name == "fp16")
-    c = make_float16(o.seed, torch::kHalf);
+    c = make_float16(torch::kHalf, dtype);
   else if (o.name == "bf16")
-    c = make_float16(o.seed, torch::kBFloat16);
+    c = make_float16(torch::kBFloat16, dtype);
   else if (o.name == "topk")
-    c = make_top_k(o.seed, o.ratio);
+    c = make_top_k(o.seed, o.ratio, dtype);
   else if (o.name == "randomk")
-    c = make_random_k(o.seed, o.ratio);
+    c = make_random_k(o.seed, o.ratio, /*unbiased=*/!o.error_feedback, dtype);
   else if (o.name == "qsgd") {
     if (o.levels < 1 || o.levels > 127)
       throw ConfigError(cat("compress.levels: ", o.levels,

@@ -34,11 +34,17 @@ namespace distml::train::compress {
 struct BucketLayout {
   std::vector<std::int64_t> offsets;
   std::vector<std::vector<std::int64_t>> shapes;
-  std::int64_t elements = 0;  // the gradients, without flags or padding
+  std::int64_t elements = 0;                  // the gradients, without flags or padding
+  torch::ScalarType dtype = torch::kFloat32;  // the gradients'
 };
 
+/// Whether the compressor `name` also reduces float64 gradients (in float64 where it computes:
+/// top-k's values, PowerSGD's factors; fp16 and bf16 round from float64), for numerical checks.
+/// All of them take float32.
+bool takes_float64(const std::string& name);
+
 /// The layout of `tensors` laid end to end (a gradient bucket, or a flat copy of a model).
-/// ConfigError naming `options.name` unless they are float32, which the compressors work in.
+/// ConfigError naming `options.name` unless the compressor takes their dtype.
 BucketLayout layout_of(std::span<const torch::Tensor> tensors, const CompressOptions& options);
 
 /// A worker's payload for a parameter server, which decodes each worker's on its own.
@@ -88,7 +94,8 @@ class PayloadCompressor : public Compressor {
   std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) final;
 
  protected:
-  explicit PayloadCompressor(std::uint64_t seed) : seed_(seed) {}
+  /// `dtype`: the gradients' (what pack() and unpack() make payloads of).
+  PayloadCompressor(std::uint64_t seed, torch::ScalarType dtype) : seed_(seed), dtype_(dtype) {}
   /// Whether the element-wise average of payloads decodes to the average of the decodes.
   virtual bool summable() const = 0;
   /// `rng_seed` is derived from (seed, bucket, step) and, unless the payload is summable, the
@@ -108,6 +115,7 @@ class PayloadCompressor : public Compressor {
   const Payload& shapes_for(std::int64_t elements);
 
   std::uint64_t seed_;
+  torch::ScalarType dtype_;
   std::map<std::int64_t, Payload> shapes_;  // by bucket size
 };
 

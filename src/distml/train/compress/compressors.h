@@ -15,14 +15,19 @@ namespace distml::train::compress {
 std::string archive_bytes(torch::serialize::OutputArchive& archive);
 void read_archive(torch::serialize::InputArchive& archive, const std::string& bytes);
 
-// float16.cc: the gradient rounded to fp16 or bf16 (to nearest even), summable.
-std::unique_ptr<Compressor> make_float16(std::uint64_t seed, torch::ScalarType type);
+// float16.cc: the gradient rounded to fp16 (scaled by a power of two into its range) or bf16
+// (to nearest even), summable.
+std::unique_ptr<Compressor> make_float16(torch::ScalarType type, torch::ScalarType dtype);
+
+// `dtype` is the gradients' (float32, or float64 where takes_float64()).
 
 // sparsify.cc: the ceil(ratio x n) elements of largest magnitude with their indices
-// (gathered), or as many at indices drawn alike on every rank (summable; values unscaled,
-// so biased, as error feedback wants them).
-std::unique_ptr<Compressor> make_top_k(std::uint64_t seed, double ratio);
-std::unique_ptr<Compressor> make_random_k(std::uint64_t seed, double ratio);
+// (gathered), or as many at indices drawn alike on every rank (summable). Random-k's values
+// go unscaled where error feedback keeps what they leave out (Stich et al. 2018), else scaled
+// by n / k, which makes them unbiased (`unbiased`).
+std::unique_ptr<Compressor> make_top_k(std::uint64_t seed, double ratio, torch::ScalarType dtype);
+std::unique_ptr<Compressor> make_random_k(std::uint64_t seed, double ratio, bool unbiased,
+                                          torch::ScalarType dtype);
 
 // quantize.cc: unbiased stochastic quantisers, one byte per element, gathered.
 // QSGD (Alistarh et al. 2017): ||g_b|| sign(g_i) l_i / s per block b of 512, l_i rounded up or

@@ -57,15 +57,15 @@ void orthogonalise(torch::Tensor& p) {
       const auto prev = p.select(1, i);
       col -= prev * (prev * col).sum();
     }
-    const float norm = col.norm().item<float>();
-    col /= norm > 0 ? norm : 1.0f;
+    const double norm = col.norm().item<double>();
+    col /= norm > 0 ? norm : 1.0;
   }
 }
 
 class PowerSgd final : public Compressor {
  public:
   PowerSgd(std::uint64_t seed, std::int64_t rank, const std::vector<BucketLayout>& buckets)
-      : seed_(seed) {
+      : seed_(seed), dtype_(buckets.empty() ? torch::kFloat32 : buckets.front().dtype) {
     for (const auto& layout : buckets) plans_.push_back(plan_bucket(layout, rank));
     q_.resize(buckets.size());
   }
@@ -74,7 +74,7 @@ class PowerSgd final : public Compressor {
                  comm::Communicator& comm) override {
     const BucketPlan& plan = plan_of(bucket);
     auto& q = q_[bucket];
-    if (q.empty()) q = initial_q(plan, bucket);
+    if (q.empty()) q = initial_q(plan, bucket, grad.scalar_type());
     std::vector<torch::Tensor> m, p;
     for (std::size_t i = 0; i < plan.matrices.size(); ++i) {
       m.push_back(matrix(grad, plan.matrices[i]));
@@ -118,7 +118,7 @@ class PowerSgd final : public Compressor {
   Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t, int) override {
     const BucketPlan& plan = plan_of(bucket);
     auto& q = q_[bucket];
-    if (q.empty()) q = initial_q(plan, bucket);
+    if (q.empty()) q = initial_q(plan, bucket, grad.scalar_type());
     std::vector<torch::Tensor> parts = {grad.index({plan.plain})}, qs;
     for (std::size_t i = 0; i < plan.matrices.size(); ++i) {
       const auto m = matrix(grad, plan.matrices[i]);
@@ -138,14 +138,14 @@ class PowerSgd final : public Compressor {
     DML_CHECK(bytes.numel() == static_cast<std::int64_t>(packed_bytes(bucket, elements)),
               "powersgd bucket ", bucket, ": ", bytes.numel(), " bytes, expected ",
               packed_bytes(bucket, elements));
-    return unpack_values(bytes.view(torch::kFloat32), plan_of(bucket), elements);
+    return unpack_values(bytes.view(dtype_), plan_of(bucket), elements);
   }
 
   std::size_t packed_bytes(std::size_t bucket, std::int64_t) override {
     const BucketPlan& plan = plan_of(bucket);
     std::int64_t values = plan.plain.numel();
     for (const Matrix& mat : plan.matrices) values += (mat.rows + mat.cols) * mat.rank;
-    return static_cast<std::size_t>(values) * sizeof(float);
+    return static_cast<std::size_t>(values) * c10::elementSize(dtype_);
   }
 
   std::string save_state() const override {
@@ -204,20 +204,23 @@ class PowerSgd final : public Compressor {
     return t;
   }
 
-  // Uniform in [-1, 1) from a stream of (seed, bucket): the same on every rank and platform.
-  std::vector<torch::Tensor> initial_q(const BucketPlan& plan, std::size_t bucket) const {
+  // Uniform in [-1, 1) from a stream of (seed, bucket): the same on every rank and platform,
+  // drawn in float32 (so that float64 training starts from the same Q) and given `dtype`.
+  std::vector<torch::Tensor> initial_q(const BucketPlan& plan, std::size_t bucket,
+                                       torch::ScalarType dtype) const {
     std::vector<torch::Tensor> q;
     data::SplitMix64 rng(data::derive_seed(seed_, bucket, 0x706f776572));
     for (const Matrix& mat : plan.matrices) {
       torch::Tensor t = torch::empty({mat.cols, mat.rank}, torch::kFloat32);
       float* v = t.data_ptr<float>();
       for (std::int64_t i = 0; i < t.numel(); ++i) v[i] = static_cast<float>(rng.uniform(-1, 1));
-      q.push_back(t);
+      q.push_back(t.to(dtype));
     }
     return q;
   }
 
   std::uint64_t seed_;
+  torch::ScalarType dtype_;  // the gradients'
   std::vector<BucketPlan> plans_;
   std::vector<std::vector<torch::Tensor>> q_;  // per bucket, per compressed matrix
 };

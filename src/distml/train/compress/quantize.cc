@@ -28,7 +28,8 @@ constexpr std::int64_t kQsgdBlock = 512;
 
 class Qsgd final : public PayloadCompressor {
  public:
-  Qsgd(std::uint64_t seed, int levels) : PayloadCompressor(seed), levels_(levels) {}
+  Qsgd(std::uint64_t seed, int levels)
+      : PayloadCompressor(seed, torch::kFloat32), levels_(levels) {}
 
  protected:
   bool summable() const override { return false; }
@@ -75,7 +76,7 @@ class Qsgd final : public PayloadCompressor {
 // 2^126 times smaller than the largest becomes 0 (it could not change the update anyway).
 class Natural final : public PayloadCompressor {
  public:
-  explicit Natural(std::uint64_t seed) : PayloadCompressor(seed) {}
+  explicit Natural(std::uint64_t seed) : PayloadCompressor(seed, torch::kFloat32) {}
 
  protected:
   bool summable() const override { return false; }

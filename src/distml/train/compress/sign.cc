@@ -6,7 +6,7 @@ namespace {
 // Signs packed eight to a byte (bit set: negative), with one f32 scale.
 class Sign : public PayloadCompressor {
  protected:
-  explicit Sign(std::uint64_t seed) : PayloadCompressor(seed) {}
+  explicit Sign(std::uint64_t seed) : PayloadCompressor(seed, torch::kFloat32) {}
 
  protected:
   bool summable() const override { return false; }

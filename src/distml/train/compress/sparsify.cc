@@ -22,7 +22,8 @@ torch::Tensor scatter(const torch::Tensor& indices, const torch::Tensor& values,
 // 1.5% of its bytes, not 2%.
 class TopK final : public PayloadCompressor {
  public:
-  TopK(std::uint64_t seed, double ratio) : PayloadCompressor(seed), ratio_(ratio) {}
+  TopK(std::uint64_t seed, double ratio, torch::ScalarType dtype)
+      : PayloadCompressor(seed, dtype), ratio_(ratio) {}
 
  protected:
   bool summable() const override { return false; }
@@ -46,10 +47,12 @@ class TopK final : public PayloadCompressor {
 };
 
 // k indices drawn without replacement from a stream every rank shares for (bucket, step), so
-// the values line up and average element-wise; only the values travel.
+// the values line up and average element-wise; only the values travel. Each element is sent
+// with probability k / n, so a decode scaled by n / k has the gradient as its expectation.
 class RandomK final : public PayloadCompressor {
  public:
-  RandomK(std::uint64_t seed, double ratio) : PayloadCompressor(seed), ratio_(ratio) {}
+  RandomK(std::uint64_t seed, double ratio, bool unbiased, torch::ScalarType dtype)
+      : PayloadCompressor(seed, dtype), ratio_(ratio), unbiased_(unbiased) {}
 
  protected:
   bool summable() const override { return true; }
@@ -58,7 +61,10 @@ class RandomK final : public PayloadCompressor {
   }
   torch::Tensor decode(const Payload& payload, std::int64_t n,
                        std::uint64_t rng_seed) const override {
-    return scatter(draw(n, rng_seed), payload[0], n);
+    const auto values =
+        unbiased_ ? payload[0] * (static_cast<double>(n) / static_cast<double>(kept(ratio_, n)))
+                  : payload[0];
+    return scatter(draw(n, rng_seed), values, n);
   }
 
  private:
@@ -77,16 +83,18 @@ class RandomK final : public PayloadCompressor {
   }
 
   double ratio_;
+  bool unbiased_;
 };
 
 }  // namespace
 
-std::unique_ptr<Compressor> make_top_k(std::uint64_t seed, double ratio) {
-  return std::make_unique<TopK>(seed, ratio);
+std::unique_ptr<Compressor> make_top_k(std::uint64_t seed, double ratio, torch::ScalarType dtype) {
+  return std::make_unique<TopK>(seed, ratio, dtype);
 }
 
-std::unique_ptr<Compressor> make_random_k(std::uint64_t seed, double ratio) {
-  return std::make_unique<RandomK>(seed, ratio);
+std::unique_ptr<Compressor> make_random_k(std::uint64_t seed, double ratio, bool unbiased,
+                                          torch::ScalarType dtype) {
+  return std::make_unique<RandomK>(seed, ratio, unbiased, dtype);
 }
 
 }  // namespace distml::train::compress

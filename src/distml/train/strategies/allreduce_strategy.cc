@@ -95,7 +95,7 @@ void AllreduceStrategy::before_optimizer_step() {
                             work_[b].completed_at().value_or(Clock::now()), "bytes",
                             buckets_->flat(b).numel() * buckets_->flat(b).element_size());
   next_launch_ = 0;
-  ++steps_;
+  ++updates_;
   buckets_->throw_if_missing(missing);
   stats_.exposed_seconds = seconds_since(wait_start);
   stats_.comm_seconds = seconds_since(first_launch_);
@@ -112,7 +112,7 @@ void AllreduceStrategy::reduce_compressed() {
   for (std::size_t b = 0; b < buckets.size(); ++b) {
     const auto grads = buckets_->flat(b).narrow(0, 0, layouts_[b].elements);
     Span span(bucket_lanes_.empty() ? nullptr : bucket_lanes_[b], "compressed allreduce");
-    const auto reduced = compressor_->reduce(grads, b, steps_ + 1, comm_);
+    const auto reduced = compressor_->reduce(grads, b, updates_ + 1, comm_);
     grads.copy_(reduced.average);
     stats_.bytes_sent += reduced.bytes_sent;
   }

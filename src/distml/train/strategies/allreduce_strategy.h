@@ -48,6 +48,9 @@ struct AllreduceStrategyOptions {
   /// failing the step.
   bool find_unused_parameters = false;
   compress::CompressOptions compress;
+  /// Updates per training step: 1, or the micro-batches of a pipedream stage, each of which
+  /// is an update of its own. compress.warmup_steps and a resume's step count in steps.
+  std::int64_t updates_per_step = 1;
 };
 
 class AllreduceStrategy final : public Strategy {
@@ -60,14 +63,18 @@ class AllreduceStrategy final : public Strategy {
   void before_optimizer_step() override;
   std::string save_state() override;
   void load_state(const std::string& state) override;
-  void resumed_at(std::int64_t global_step) override { steps_ = global_step; }
+  void resumed_at(std::int64_t global_step) override {
+    updates_ = global_step * options_.updates_per_step;
+  }
   StrategyStats stats() const override { return stats_; }
   void record_into(Timeline* timeline) override;
 
  private:
   void launch_ready_buckets();
   /// Whether this step goes through the compressor (not in warm-up).
-  bool compressing() const { return compressor_ && steps_ >= options_.compress.warmup_steps; }
+  bool compressing() const {
+    return compressor_ && updates_ >= options_.compress.warmup_steps * options_.updates_per_step;
+  }
   void reduce_compressed();
 
   comm::Communicator& comm_;
@@ -79,7 +86,8 @@ class AllreduceStrategy final : public Strategy {
   std::chrono::steady_clock::time_point first_launch_, last_launch_;
   std::unique_ptr<compress::Compressor> compressor_;
   std::vector<compress::BucketLayout> layouts_;
-  std::int64_t steps_ = 0;  // steps completed, counting those before a resume
+  std::int64_t updates_ = 0;  // updates completed, counting those before a resume; the
+                              // compressor draws by update
   StrategyStats stats_;
   // With a timeline: per bucket its lane and this step's launch; the waits on "main".
   std::vector<Timeline::Lane*> bucket_lanes_;

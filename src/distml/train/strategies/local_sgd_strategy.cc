@@ -50,27 +50,38 @@ void LocalSgdStrategy::after_optimizer_step(torch::optim::Optimizer& optimizer, 
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-void LocalSgdStrategy::reconcile(torch::optim::Optimizer& optimizer) {
-  // 4.
-  if (params_apart_) average_parameters(&stats_.consensus_distance);
-  if (state_apart_) average_optimizer_state(optimizer);
+// 4. The replicas' exact mean of whatever drifted since its last average.
+void LocalSgdStrategy::average_what_drifted(torch::optim::Optimizer& optimizer) {
+  if (params_apart_)
+    stats_.bytes_sent += average_across_ranks(params_, comm_, &stats_.consensus_distance);
+  if (state_apart_)
+    stats_.bytes_sent += average_across_ranks(optimizer_state_tensors(optimizer), comm_);
 }
 
-void LocalSgdStrategy::average_parameters(double* distance) {
+void LocalSgdStrategy::reconcile(torch::optim::Optimizer& optimizer) {
+  average_what_drifted(optimizer);
+  if (compressor_ && params_apart_) anchor_ = flat_copy(params_);  // each change delivered whole
+  params_apart_ = state_apart_ = false;
+}
+
+void LocalSgdStrategy::reconcile_for_evaluation(torch::optim::Optimizer& optimizer) {
+  average_what_drifted(optimizer);
+}
+
+void LocalSgdStrategy::average_parameters() {
   if (compressor_ && steps_ > options_.compress.warmup_steps) {
-    average_compressed(distance);
+    average_compressed();
   } else {
-    stats_.bytes_sent += average_across_ranks(params_, comm_, distance);
+    stats_.bytes_sent += average_across_ranks(params_, comm_);
     if (compressor_) anchor_ = flat_copy(params_);
   }
   params_apart_ = false;
 }
 
-void LocalSgdStrategy::average_compressed(double* distance) {
+void LocalSgdStrategy::average_compressed() {
   const auto own = flat_copy(params_);
   const auto reduced = compressor_->reduce(own - anchor_, 0, steps_, comm_);
   anchor_ += reduced.average;
-  if (distance) *distance = consensus_distance(own, anchor_, comm_);
   copy_from_flat(anchor_, params_);
   stats_.bytes_sent += reduced.bytes_sent;
 }

@@ -13,12 +13,15 @@
 //     momentum (the update is linear in the gradient), not for Adam.
 //  4. reconcile() averages what has drifted since its last average: the parameters (measuring
 //     the consensus distance first) and the optimizer state, so that evaluations and
-//     checkpoints see one model.
+//     checkpoints see one model. It is the replicas' exact mean, never compressed.
 // With a compressor (compress/compressor.h; after compress.warmup_steps steps of plain
 // averages) step 3 sends each replica's change since the last average through it, as in
 // Qsparse-local-SGD (Basu et al. 2019): every rank adds the same approximate mean change to the
-// same last average, so the replicas are again bit-identical; error feedback carries what a
-// change lost into the next one. The optimizer state, when averaged, goes uncompressed.
+// same last average (the anchor), so the replicas are again bit-identical; error feedback
+// carries what a change lost into the next one. The optimizer state, when averaged, goes
+// uncompressed. A reconcile delivers every replica's change whole, so it moves the anchor to
+// the mean and leaves the compressor's state (residuals, PowerSGD's Q) alone; one for an
+// evaluation moves nothing, since the replicas get their own parameters back after it.
 #pragma once
 
 #include <cstdint>
@@ -47,14 +50,16 @@ class LocalSgdStrategy final : public Strategy {
   /// `step` counts the steps of local SGD: averages when step % period == 0.
   void after_optimizer_step(torch::optim::Optimizer& optimizer, std::int64_t step) override;
   void reconcile(torch::optim::Optimizer& optimizer) override;
+  void reconcile_for_evaluation(torch::optim::Optimizer& optimizer) override;
   std::string save_state() override;
   void load_state(const std::string& state) override;
   void resumed_at(std::int64_t global_step) override;
   StrategyStats stats() const override { return stats_; }
 
  private:
-  void average_parameters(double* distance = nullptr);
-  void average_compressed(double* distance);
+  void average_what_drifted(torch::optim::Optimizer& optimizer);
+  void average_parameters();
+  void average_compressed();
   void average_optimizer_state(torch::optim::Optimizer& optimizer);
 
   comm::Communicator& comm_;

@@ -70,6 +70,9 @@ void PostLocalSgdStrategy::after_optimizer_step(torch::optim::Optimizer& optimiz
   last_step_local_ = !warming_up();
   steps_done_ = step;
   if (last_step_local_) local_.after_optimizer_step(optimizer, step - warmup_steps_);
+  // The warm-up's last step leaves one model on every replica: local SGD's first compressed
+  // average sends the changes from it, not from the model of the first step.
+  if (step == warmup_steps_) local_.resumed_at(0);
 }
 
 StrategyStats PostLocalSgdStrategy::stats() const {

@@ -47,6 +47,9 @@ class PostLocalSgdStrategy final : public Strategy {
   std::string save_state() override;
   void load_state(const std::string& state) override;
   void reconcile(torch::optim::Optimizer& optimizer) override { local_.reconcile(optimizer); }
+  void reconcile_for_evaluation(torch::optim::Optimizer& optimizer) override {
+    local_.reconcile_for_evaluation(optimizer);
+  }
   /// The last step's half; bytes_sent sums both.
   StrategyStats stats() const override;
 
