@@ -12,12 +12,15 @@
 #     example's lr, 1f1b against pipedream, pipedream + spectrain and ddg (target: within
 #     0.5 points of 1f1b; ACCURACY="1f1b_10 pipedream_10 spectrain_10 ddg_10", not in the
 #     default).
+#  3. memory: each stage's peak resident memory, from the operating system (getrusage in each
+#     rank's process), under gpipe and 1f1b, for activations that outweigh the parameters
+#     (784-2048-2048-10, global batch 8192 in 64 micro-batches of 128, 3 steps).
 # Appends JSON lines to bench/results/pipeline.jsonl and prints the tables.
-# Knobs: PARTS ("speed accuracy"), ACCURACY ("allreduce gpipe 1f1b grid tensor"), REPS (5),
+# Knobs: PARTS ("speed accuracy memory"), ACCURACY ("allreduce gpipe 1f1b grid tensor"), REPS (5),
 # STEPS (20 timed per speed run), BUILD (build), OUT.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-parts=${PARTS:-speed accuracy}
+parts=${PARTS:-speed accuracy memory}
 reps=${REPS:-5}
 steps=${STEPS:-20}
 distml=${BUILD:-build}/distml
@@ -74,6 +77,15 @@ for name in "${accuracy_cases[@]}"; do
   "$distml" train --config examples/mnist_mlp.toml --engine mpi --np "$np" --json "${args[@]}" |
     done_line | record accuracy "$name" "$np" 1
 done
+if [[ $parts == *memory* ]]; then
+  for schedule in gpipe 1f1b; do
+    echo "pipeline: memory, $schedule" >&2
+    "$distml" train --config examples/mnist_mlp.toml --engine mpi --np 2 --json \
+      --set 'model.layers=[784,2048,2048,10]' --set train.batch_size=8192 \
+      --set train.max_steps=3 --set parallel.pipeline_stages=2 --set parallel.micro_batches=64 \
+      --set parallel.schedule=$schedule | done_line | record memory "$schedule" 2 1
+  done
+fi
 /usr/bin/python3 - "$out" "$run_id" <<'PY'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
@@ -96,6 +108,14 @@ if speed:
     for c in ("gpipe", "1f1b"):
         for s in speed[c][0]["per_stage"]:
             print(f"| {c} | {s['stage']} | {s['peak_micro_batches']:.0f} | {s['peak_activation_bytes']:.0f} |")
+memory = [r for r in rows if r["bench"] == "memory"]
+if memory:
+    print("\n| schedule (64 micro-batches) | stage | peak resident MiB | peak micro-batches held "
+          "| peak activation MiB (the stage's count) |\n| --- | --- | --- | --- | --- |")
+    for r in memory:
+        for s in r["per_stage"]:
+            print(f"| {r['case']} | {s['stage']} | {s['peak_rss_mb']:.0f} | "
+                  f"{s['peak_micro_batches']:.0f} | {s['peak_activation_bytes'] / 2**20:.0f} |")
 print("\n| MNIST mlp (2 epochs; the *_10 cases 10) | ranks | test accuracy |\n| --- | --- | --- |")
 for r in rows:
     if r["bench"] == "accuracy":

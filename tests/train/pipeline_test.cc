@@ -9,14 +9,16 @@
 #include <numeric>
 #include <random>
 
+#include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/nn/model_registry.h"
-#include "distml/train/checkpoint_contents.h"
+#include "distml/train/generator_state.h"
 #include "distml/train/pipeline/cost_model.h"
 #include "distml/train/pipeline/partition.h"
 #include "distml/train/pipeline/profile.h"
 #include "distml/train/pipeline/schedule.h"
 #include "distml/train/pipeline/simulate.h"
+#include "distml/train/pipeline/stage_link.h"
 #include "distml/train/split_model.h"
 #include "pipeline_fixture.h"
 
@@ -73,6 +75,31 @@ TEST(PipelineSchedule, EveryMicroBatchOnceForwardBeforeBackward) {
           }
         }
   EXPECT_THROW(stage_schedule("zigzag", 2, 0, 2), ConfigError);
+}
+
+// A send's tensor is released once the receiver has taken it, not at the end of the step: so a
+// stage holds only the activations and gradients its neighbours have not received yet (1F1B's
+// S - s micro-batches, not all of them). The sent tensors are counted by their storage's
+// owners: the test's own handle and, while the send lasts, the link's.
+TEST(PipelineStageLink, FreesEachSendOnceItIsReceived) {
+  std::vector<torch::Tensor> sent;
+  for (int i = 0; i < 3; ++i) sent.push_back(torch::full({1000}, static_cast<float>(i)));
+  comm::local::run_ranks(2, {}, [&](comm::Communicator& comm) {
+    pipeline::StageLink link(comm);
+    if (comm.rank() == 0) {
+      for (int i = 0; i < 3; ++i) link.send(sent[i], 1, i);
+      comm.barrier();  // rank 1 has received all three
+      (void)link.recv(1, 9);
+      for (int i = 0; i < 3; ++i)
+        EXPECT_EQ(sent[i].storage().use_count(), 1) << "send " << i << " still held";
+      EXPECT_EQ(link.flush(), 3 * 1000 * sizeof(float));
+    } else {
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(torch::equal(link.recv(0, i), sent[i]));
+      comm.barrier();
+      link.send(torch::zeros({1}), 0, 9);
+      link.flush();
+    }
+  });
 }
 
 // Calls `visit` with the layer counts of every way to cut n layers into `stages`.

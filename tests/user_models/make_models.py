@@ -90,6 +90,32 @@ class HuberLossModel(nn.Module):
         return torch.nn.functional.huber_loss(self.linear(x).squeeze(1), y)
 
 
+class ReluBetweenChildren(nn.Module):
+    """b(relu(a(x))): the ReLU is written in forward, between the children."""
+
+    def __init__(self):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.a = nn.Linear(28 * 28, 32)
+        self.b = nn.Linear(32, 10)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(self.flatten(x))))
+
+
+class ScaleOnTop(nn.Module):
+    """A parameter of the top module, outside every child."""
+
+    def __init__(self):
+        super().__init__()
+        self.flatten = nn.Flatten()
+        self.a = nn.Linear(28 * 28, 10)
+        self.scale = nn.Parameter(torch.ones(1))
+
+    def forward(self, x):
+        return self.a(self.flatten(x)) * self.scale
+
+
 def script(module: nn.Module, path: str):
     torch.jit.script(module).save(path)
 
@@ -109,6 +135,14 @@ def main():
                          nn.Linear(32, 16), nn.ReLU(), nn.Linear(16, 10)), f"{out}/seq_bn.pt")
     script(nn.Sequential(nn.Flatten(), nn.Linear(28 * 28, 32), nn.ReLU(), nn.Dropout(0.5),
                          nn.Linear(32, 10)), f"{out}/seq_dropout.pt")
+    # Dropout in each of two blocks, so that both stages of a 2-stage cut draw.
+    script(nn.Sequential(nn.Flatten(),
+                         nn.Sequential(nn.Dropout(0.5), nn.Linear(28 * 28, 32), nn.ReLU()),
+                         nn.Sequential(nn.Dropout(0.5), nn.Linear(32, 10))),
+           f"{out}/seq_dropout_blocks.pt")
+    # forward does more than run the children in order: a pipeline must refuse to cut these.
+    script(ReluBetweenChildren(), f"{out}/relu_between.pt")
+    script(ScaleOnTop(), f"{out}/scale_on_top.pt")
 
     rng = np.random.default_rng(0)
     # Images whose class is their first pixel's decile, as the trainer tests' synthetic data.

@@ -128,5 +128,58 @@ TEST(TorchScriptPipeline, RecomputationDrawsTheSameDropoutMasks) {
   for (const auto& [name, g] : grads[0]) EXPECT_TRUE(torch::equal(g, grads[1].at(name))) << name;
 }
 
+// With two stages both drawing dropout masks at once (threads of one process), each draws
+// from a stream of its own: re-computation replays each stage's masks, so the gradients equal
+// those without it bit for bit, on every step of several.
+TEST(TorchScriptPipeline, StagesThatAreThreadsDrawTheirOwnMasks) {
+  torch::set_num_threads(1);
+  const auto [x, y] = images(48);
+  for (int trial = 0; trial < 10; ++trial) {
+    std::vector<std::vector<StepResult>> runs;
+    for (bool recompute : {false, true}) {
+      std::vector<nn::Model> models;
+      for (int s = 0; s < 2; ++s) models.push_back(script_builder("seq_dropout_blocks.pt")());
+      torch::manual_seed(9 + trial);
+      runs.push_back(pipeline_step(models, x, y, {"gpipe", 2, 8, recompute}));
+    }
+    for (int s = 0; s < 2; ++s) {
+      ASSERT_FALSE(runs[0][s].grads.empty());
+      for (const auto& [name, g] : runs[0][s].grads)
+        ASSERT_TRUE(torch::equal(g, runs[1][s].grads.at(name)))
+            << "trial " << trial << " stage " << s << " " << name;
+    }
+  }
+}
+
+// A module whose forward is more than its children in order would train another network when
+// cut: refused before the first step, naming why (exit code 2 from the command line).
+TEST(TorchScriptPipeline, AForwardThatIsNotItsChildrenIsRefused) {
+  torch::set_num_threads(1);
+  const auto data = synthetic_images(64);
+  for (const auto& [file, why] :
+       {std::pair{"relu_between.pt", "its children in order give another result than forward"},
+        {"scale_on_top.pt", "'scale' belongs to no child module"}}) {
+    auto c = config_for("torchscript", "sgd", 8, 2);
+    c.model.path = user_model(file);
+    c.parallel.pipeline_stages = 2;
+    on_ranks(2, [&](comm::Communicator& comm) {
+      try {
+        Trainer trainer(c, comm, data);
+        ADD_FAILURE() << file << " was cut into stages";
+      } catch (const ConfigError& e) {
+        EXPECT_NE(std::string(e.what()).find(why), std::string::npos) << e.what();
+        EXPECT_NE(std::string(e.what()).find("parallel.pipeline_stages"), std::string::npos)
+            << e.what();
+      }
+      return RankOutcome{};
+    });
+  }
+  // The same module as an nn.Sequential is cut.
+  auto c = config_for("torchscript", "sgd", 8, 2);
+  c.model.path = user_model("seq_dropout.pt");
+  c.parallel.pipeline_stages = 2;
+  on_ranks(2, [&](comm::Communicator& comm) { return train_once(c, comm, data); });
+}
+
 }  // namespace
 }  // namespace distml::train::testing

@@ -1,7 +1,5 @@
 #include "fit.h"
 
-#include <sys/resource.h>
-
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
@@ -10,6 +8,7 @@
 
 #include "distml/core/atomic_file.h"
 #include "distml/core/clock.h"
+#include "distml/core/peak_rss.h"
 #include "distml/ml/estimator.h"
 #include "distml/ml/gbdt_xgboost.h"
 #include "distml/ml/imputer.h"
@@ -37,13 +36,6 @@ struct FitOptions {
   bool json = false;
   std::string run_dir;
 };
-
-// This process's peak resident memory so far (all its ranks, on the local engine).
-double peak_rss_mb() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_maxrss) / 1024;  // kB on Linux
-}
 
 // The named estimator with the --set options applied; UsageError/ConfigError on a bad one.
 std::unique_ptr<ml::Estimator> configured_estimator(const FitOptions& o) {

@@ -145,6 +145,73 @@ std::vector<Layer> Model::layers() const {
   return out;
 }
 
+namespace {
+
+// The TorchScript module's tensors that no top-level child holds, as "name" list.
+std::string tensors_outside_children(const torch::jit::Module& module) {
+  std::vector<std::string> children;
+  for (const auto& child : module.named_children()) children.push_back(child.name + ".");
+  std::string outside;
+  auto check = [&](const std::string& name) {
+    for (const auto& prefix : children)
+      if (name.compare(0, prefix.size(), prefix) == 0) return;
+    outside += cat(outside.empty() ? "'" : ", '", name, "'");
+  };
+  for (const auto& p : module.named_parameters()) check(p.name);
+  for (const auto& b : module.named_buffers()) check(b.name);
+  return outside;
+}
+
+// The children applied in order, and forward, on a float64 copy in evaluation mode (no dropout,
+// BatchNorm by its running statistics): the same inputs for both, and no state moves.
+std::string chain_differs_from_forward(const torch::jit::Module& module, torch::Tensor probe) {
+  auto copy = module.clone();
+  copy.to(torch::kFloat64);
+  copy.eval();
+  if (probe.is_floating_point()) probe = probe.to(torch::kFloat64);
+  torch::NoGradGuard no_grad;
+  const auto whole = copy.forward({probe}).toTensor();
+  torch::Tensor chained = probe;
+  try {
+    for (auto child : copy.named_children()) chained = child.value.forward({chained}).toTensor();
+  } catch (const std::exception& e) {
+    std::string why = e.what();
+    if (const auto at = why.rfind("RuntimeError: "); at != std::string::npos)
+      why = why.substr(at + 14);
+    return cat("applying its children in order fails: ", why.substr(0, why.find('\n')));
+  }
+  if (chained.sizes() != whole.sizes())
+    return cat("its children in order give a result of shape ", chained.sizes(),
+               " where forward gives ", whole.sizes());
+  // The same operations on the same float64 values: only a regrouped sum could differ, by at
+  // most n u of the magnitudes summed (Higham 4.2; u = 2^-53, n < 1e6 terms per output over
+  // the whole network), under 1e-10 of them. An operation that forward adds between children
+  // (an activation, a scale) changes the result by a share of its size, far above 1e-8 of it.
+  const double scale = std::max(whole.abs().max().item<double>(), 1e-300);
+  const double apart = (chained - whole).abs().max().item<double>();
+  if (apart > 1e-8 * scale)
+    return cat("its children in order give another result than forward (largest difference ", apart,
+               ", largest output ", scale, ")");
+  return "";
+}
+
+}  // namespace
+
+void Model::check_layers_are_forward(const torch::Tensor& probe) const {
+  if (!script_) return;
+  const char* fix =
+      ": a pipeline stage runs the module's top-level children in order, so forward must do "
+      "nothing else (an nn.Sequential; write activations and reshapes as child modules, such as "
+      "nn.ReLU() and nn.Flatten())";
+  if (const auto outside = tensors_outside_children(*script_); !outside.empty())
+    throw ConfigError(cat("the TorchScript model cannot be cut into pipeline stages: ", outside,
+                          " belong", outside.find(',') == std::string::npos ? "s" : "",
+                          " to no child module, so no stage would train ",
+                          outside.find(',') == std::string::npos ? "it" : "them", fix));
+  if (const auto why = chain_differs_from_forward(*script_, probe); !why.empty())
+    throw ConfigError(cat("the TorchScript model cannot be cut into pipeline stages: ", why, fix));
+}
+
 void Model::save_script(std::ostream& out) const {
   if (!script_)
     throw UsageError(cat("model '", name_, "' is built in, not TorchScript: only a model.name = ",

@@ -74,6 +74,12 @@ class Model {
   /// module's top-level children (its forward must apply them in order, as nn.Sequential's
   /// does). ConfigError for a model that is not a sequence of layers (char_lstm).
   std::vector<Layer> layers() const;
+  /// For a model about to be cut into stages: ConfigError unless layers() stand for the whole
+  /// model, that is, every parameter and buffer belongs to a layer and the layers applied in
+  /// order to `probe` give what forward gives (within rounding; compared in float64, in
+  /// evaluation mode, on a copy). Built-in models run their forward through their layers and
+  /// pass by construction; a TorchScript module's forward may do more than call its children.
+  void check_layers_are_forward(const torch::Tensor& probe) const;
 
   /// True for a TorchScript model; only those can be saved as TorchScript.
   bool is_script() const { return script_ != nullptr; }

@@ -1,7 +1,5 @@
 #include "distml/train/checkpoint_contents.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-
 #include <cstring>
 #include <map>
 #include <set>
@@ -82,15 +80,6 @@ std::int64_t read_int(torch::serialize::InputArchive& archive, const char* key) 
 }
 
 }  // namespace
-
-std::string generator_state() {
-  return tensor_bytes(at::detail::getDefaultCPUGenerator().get_state());
-}
-
-void set_generator_state(const std::string& state) {
-  at::Generator generator = at::detail::getDefaultCPUGenerator();  // a handle to it
-  generator.set_state(bytes_tensor(state));
-}
 
 std::string optimizer_state(torch::optim::Optimizer& optimizer) {
   torch::serialize::OutputArchive archive;

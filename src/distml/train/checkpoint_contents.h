@@ -64,8 +64,4 @@ Resumed decode_checkpoint(const std::string& payload, const std::string& path, n
 std::string optimizer_state(torch::optim::Optimizer& optimizer);
 void load_optimizer_state(torch::optim::Optimizer& optimizer, const std::string& state);
 
-/// The default CPU generator's state, and setting it back.
-std::string generator_state();
-void set_generator_state(const std::string& state);
-
 }  // namespace distml::train

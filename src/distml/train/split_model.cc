@@ -71,7 +71,21 @@ std::unique_ptr<pipeline::PipelineStage> stage_of(
           .recompute = c.parallel.recompute,
           .spectrain = c.parallel.spectrain ? std::move(velocity) : pipeline::VelocityFn(),
           .log_weight_uses = false,
+          .own_random_stream = grid.tensor_ranks == 1,
           .world_rank = [&grid](int s) { return grid.world_rank_of_stage(s); }});
+}
+
+void check_stages_make_the_model(const TrainConfig& c, const pipeline::Grid& grid,
+                                 const nn::Model& model, const TaskData& data) {
+  const auto rows = std::min<std::int64_t>(2, static_cast<std::int64_t>(data.train.num_samples));
+  if (grid.stages == 1 || rows == 0) return;
+  try {
+    model.check_layers_are_forward(
+        Objective(c, data, model).model_input(rows_of(data.train, 0, rows)));
+  } catch (const ConfigError& e) {
+    throw ConfigError(cat(c.origin("parallel.pipeline_stages"), ": parallel.pipeline_stages = ",
+                          grid.stages, " with model.path = ", c.model.path, ": ", e.what()));
+  }
 }
 
 std::int64_t parameter_count(const nn::ModelTensors& tensors) {

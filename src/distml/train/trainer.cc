@@ -17,6 +17,7 @@
 #include "distml/train/checkpoint_contents.h"
 #include "distml/train/checkpoint_dir.h"
 #include "distml/train/checkpoint_exchange.h"
+#include "distml/train/generator_state.h"
 #include "distml/train/model_export.h"
 #include "distml/train/model_setup.h"
 #include "distml/train/optimizer_factory.h"
@@ -234,16 +235,20 @@ struct Trainer::State {
   // Collective: one model on every rank (the strategy's reconcile, BatchNorm statistics
   // averaged), before it is evaluated, saved or exported. With tensor ranks each then gathers
   // its stage's slices into the whole stage; with stages each holds only its own.
-  void consolidate() {
-    strategy->reconcile(*optimizer);
+  // `for_a_moment`: a mid-run evaluation, after which every replica gets its own state back.
+  void consolidate(bool for_a_moment = false) {
+    if (for_a_moment)
+      strategy->reconcile_for_evaluation(*optimizer);
+    else
+      strategy->reconcile(*optimizer);
     agree_on_buffers(trained_tensors().buffers, comm);  // BatchNorm statistics: see the header
     if (split) split->gather_into_whole();
   }
 
   // Collective: the test metrics, every replica scoring its block of the test rows (through
   // its pipeline's stages, with stages: the last one scores, then tells the others).
-  EvalMetrics evaluate() {
-    consolidate();
+  EvalMetrics evaluate(bool for_a_moment = false) {
+    consolidate(for_a_moment);
     const auto& test = data.test;
     const auto range = data.is_shard
                            ? comm::BlockRange{0, test.num_samples}
@@ -285,7 +290,7 @@ struct Trainer::State {
     own.insert(own.end(), state.begin(), state.end());
     torch::NoGradGuard no_grad;
     for (const auto& t : own) saved.push_back(t.clone());
-    const auto metrics = evaluate();
+    const auto metrics = evaluate(/*for_a_moment=*/true);
     for (std::size_t i = 0; i < own.size(); ++i) own[i].copy_(saved[i]);
     return metrics;
   }
@@ -299,9 +304,10 @@ struct Trainer::State {
   void save_checkpoint(const data::SamplerPosition& position) {
     consolidate();
     if (part) pipeline::gather_on_rank0(*part, *grid);
-    const auto ranks = gather_rank_states(
-        {generator_state(), strategy->save_state(), grid ? optimizer_state(*optimizer) : ""},
-        checkpointing());
+    const auto ranks =
+        gather_rank_states({stage ? stage->random_state() : generator_state(),
+                            strategy->save_state(), grid ? optimizer_state(*optimizer) : ""},
+                           checkpointing());
     const auto& dir = config.train.checkpoint_dir;
     write_on_rank0(
         checkpoint_file(dir, global_step),
@@ -326,7 +332,10 @@ struct Trainer::State {
                                            ranks.size(), config, change);
     if (split) split->slice_from_whole();
     if (part) pipeline::release_other_stages(*part);
-    set_generator_state(resumed.own.rng);
+    if (stage)
+      stage->set_random_state(resumed.own.rng);
+    else
+      set_generator_state(resumed.own.rng);
     global_step = resumed.position.global_step;
     from.saved_world_size = resumed.saved_world_size;
     if (resumed.saved_world_size == ranks.size()) {
@@ -347,6 +356,7 @@ Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const Task
   s_ = std::make_unique<State>(config, comm, data);
   check_parameter_budget(config, s_->trained_tensors(), comm);
   if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
+  if (s_->grid) check_stages_make_the_model(config, *s_->grid, s_->model, s_->data);
   if (s_->part) pipeline::release_other_stages(*s_->part);  // once the whole model has run
   s_->strategy->setup(s_->trained_tensors());
 }

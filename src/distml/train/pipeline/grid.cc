@@ -1,6 +1,7 @@
 #include "distml/train/pipeline/grid.h"
 
 #include "distml/core/error.h"
+#include "distml/core/peak_rss.h"
 #include "distml/train/pipeline/partition.h"
 #include "distml/train/tensor_buffer.h"
 
@@ -142,7 +143,8 @@ nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const St
                                     static_cast<double>(totals.bytes_sent),
                                     static_cast<double>(totals.peak_micro_batches),
                                     static_cast<double>(totals.peak_activation_bytes),
-                                    static_cast<double>(parameters)};
+                                    static_cast<double>(parameters),
+                                    peak_rss_mb()};
   std::vector<double> all(mine.size() * grid.stages);
   along_pipeline(grid, "to report their totals", [&](comm::Communicator& pipeline) {
     pipeline.allgather(comm::ConstBuffer{mine.data(), mine.size(), comm::DType::f64},
@@ -158,7 +160,8 @@ nlohmann::json stage_report(const StageStats& totals, const Grid& grid, const St
                       {"bytes_sent", v[2]},
                       {"peak_micro_batches", v[3]},
                       {"peak_activation_bytes", v[4]},
-                      {"parameters", v[5]}});
+                      {"parameters", v[5]},
+                      {"peak_rss_mb", v[6]}});
   }
   return {{"stages", grid.stages},
           {"replicas", grid.replicas},

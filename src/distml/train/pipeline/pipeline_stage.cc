@@ -6,7 +6,7 @@
 
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
-#include "distml/train/checkpoint_contents.h"
+#include "distml/train/generator_state.h"
 #include "distml/train/pipeline/schedule.h"
 
 namespace distml::train::pipeline {
@@ -38,7 +38,8 @@ PipelineStage::PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> la
       options_(std::move(options)),
       stage_(comm.rank()),
       stages_(comm.size()),
-      link_(comm) {
+      link_(comm),
+      rng_(generator_state()) {
   if (options_.micro_batches < 1)
     throw ConfigError(cat("parallel.micro_batches must be >= 1, got ", options_.micro_batches));
   if (options_.recompute && options_.schedule != "gpipe")
@@ -182,11 +183,16 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
   const auto start = Clock::now();
   std::optional<torch::NoGradGuard> no_grad;
   if (recomputes()) {
-    f.rng = generator_state();
+    f.rng = rng_;
     no_grad.emplace();
   }
   if (versions_) versions_->before_forward(f.micro, f.ahead);
-  auto out = compute(f, rows, loss);
+  torch::Tensor out;
+  {
+    std::optional<DrawingFrom> own;
+    if (options_.own_random_stream) own.emplace(rng_);
+    out = compute(f, rows, loss);
+  }
   if (versions_) versions_->after_forward(f.micro);
   if (is_last()) {
     // The batch's mean loss, whatever each micro-batch's weight in the gradient.
@@ -214,16 +220,18 @@ void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const Lo
   torch::Tensor grad;
   if (!is_last()) grad = receive(stage_ + 1, f, "gradients");
   const auto start = Clock::now();
+  // Before the stashed weights are put in: a strategy that looks at the parameters here
+  // (gossip sends them) must see the current ones. Under pipedream every backward ends an
+  // update.
+  before_backward(last || versions_);
   if (versions_) versions_->before_backward(f.micro);
   std::vector<torch::Tensor> kept;  // with recompute: the buffers before the second forward
   if (recomputes()) {
     for (const auto& b : buffers_) kept.push_back(b.detach().clone());
-    const std::string now = generator_state();
-    set_generator_state(f.rng);
+    std::optional<DrawingFrom> replay;  // the forward's masks again; the stage's stream stays
+    if (options_.own_random_stream) replay.emplace(f.rng);
     f.output = compute(f, rows, loss);
-    set_generator_state(now);
   }
-  before_backward(last || versions_);  // under pipedream every backward ends an update
   if (is_last())
     f.output.backward();
   else if (f.output.requires_grad())  // not so only on a first stage without parameters

@@ -12,7 +12,9 @@
 //     loss: the micro-batch's mean loss weighted by its share of the batch (count / rows), so
 //     that the weighted losses add up to the batch's mean loss whatever the sizes.
 //     With recompute, the forward runs without autograd and keeps only the input (and the
-//     generator state, so that dropout draws the same masks again).
+//     generator state, so that dropout draws the same masks again). The stage draws from a
+//     generator state of its own (generator_state.h), so that stages that are threads of one
+//     process neither share nor disturb each other's streams.
 //  3. Backward of micro-batch i: the last stage back-propagates its weighted loss; another
 //     stage receives the gradient of its output from the next stage (tag i) and
 //     back-propagates it. With recompute the forward runs again first, with autograd, and the
@@ -70,6 +72,11 @@ struct PipelineOptions {
   bool recompute = false;        // gpipe's activation re-computation
   VelocityFn spectrain{};        // pipedream: predict the weights from it instead of stashing them
   bool log_weight_uses = false;  // pipedream: keep WeightVersions::uses(), for tests
+  /// Draw from a random stream of the stage's own (dropout; see step 2 of the protocol). Off
+  /// for tensor-parallel layers, whose forward all-reduces across ranks (holding the stream
+  /// would block the other ranks of a process) and which draw nothing: only the built-in
+  /// mlp's and LeNet-5's Linear pairs are split.
+  bool own_random_stream = true;
   std::function<int(int stage)> world_rank = [](int s) { return s; };  // for messages
 };
 
@@ -110,6 +117,10 @@ class PipelineStage {
              const std::function<void()>& update);
 
   const StageStats& stats() const { return stats_; }
+  /// The state of the stage's own random stream (dropout's), for checkpoints; it starts as the
+  /// default generator's when the stage is built.
+  const std::string& random_state() const { return rng_; }
+  void set_random_state(const std::string& state) { rng_ = state; }
   /// Under pipedream and ddg: the weights each micro-batch ran with; otherwise null.
   const WeightVersions* weight_versions() const { return versions_.get(); }
   /// Whether the stage runs `update` itself (pipedream, ddg).
@@ -147,6 +158,7 @@ class PipelineStage {
   std::unique_ptr<WeightVersions> versions_;  // pipedream, ddg
   std::list<InFlight> held_;                  // ddg: the batches whose backward is to come
   int steps_ = 0;                             // ddg: steps run, the next batch's number
+  std::string rng_;                           // the stage's random stream
 };
 
 }  // namespace distml::train::pipeline

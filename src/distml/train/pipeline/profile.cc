@@ -4,7 +4,7 @@
 
 #include "distml/core/clock.h"
 #include "distml/core/median.h"
-#include "distml/train/checkpoint_contents.h"
+#include "distml/train/generator_state.h"
 
 namespace distml::train::pipeline {
 namespace {

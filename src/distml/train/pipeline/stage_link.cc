@@ -20,6 +20,7 @@ int data_tag(int tag) { return 2 * tag + 1; }
 void StageLink::send(const torch::Tensor& t, int peer, int tag, bool for_next_step) {
   DML_CHECK(static_cast<std::size_t>(t.dim()) <= kMaxDims, "a pipeline activation has ", t.dim(),
             " dimensions; at most ", kMaxDims, " can travel");
+  release_completed();
   Pending p;
   p.flushes_to_skip = for_next_step ? 1 : 0;
   p.data = t.detach().contiguous();
@@ -35,6 +36,7 @@ void StageLink::send(const torch::Tensor& t, int peer, int tag, bool for_next_st
 }
 
 torch::Tensor StageLink::recv(int peer, int tag) {
+  release_completed();
   std::vector<std::int64_t> header(kHeader);
   comm_.recv(comm::Buffer{header.data(), kHeader, comm::DType::i64}, peer, header_tag(tag));
   const auto dims = std::vector<std::int64_t>(header.begin() + 2, header.begin() + 2 + header[1]);
@@ -42,6 +44,16 @@ torch::Tensor StageLink::recv(int peer, int tag) {
       torch::empty(dims, torch::TensorOptions().dtype(static_cast<torch::ScalarType>(header[0])));
   comm_.recv(buffer_of(t), peer, data_tag(tag));
   return t;
+}
+
+// A completed send's tensor is freed at once; wait() rethrows a send that failed.
+void StageLink::release_completed() {
+  std::erase_if(pending_, [](Pending& p) {
+    if (!p.header_work.test() || !p.data_work.test()) return false;
+    p.header_work.wait();
+    p.data_work.wait();
+    return true;
+  });
 }
 
 std::size_t StageLink::flush(bool all) {
