@@ -190,6 +190,13 @@ void check_pipeline(const TrainConfig& c) {
   if (c.train.clip_grad_norm > 0) refuse("train.clip_grad_norm", "train.clip_grad_norm");
   if (!c.train.checkpoint_dir.empty() && p.schedule == "ddg")
     throw ConfigError(cat(c.origin("train.checkpoint_dir"), ": ", kDdgHoldsBatches));
+  if (p.tensor > 1 && c.compress.name != "none")
+    throw ConfigError(
+        cat(c.origin("compress.name"), ": compress.name = ", c.compress.name,
+            " with parallel.tensor = ", p.tensor,
+            ": every tensor rank holds a whole copy of a row-parallel Linear's "
+            "bias, and compressing each rank's bucket on its own would update the "
+            "copies differently; set compress.name = \"none\" or parallel.tensor = 1"));
   if (c.train.loss == "model") refuse("train.loss", "train.loss = \"model\"");
   if (p.pipeline_stages > 1 && !p.partition.empty() &&
       static_cast<std::int64_t>(p.partition.size()) != p.pipeline_stages)
