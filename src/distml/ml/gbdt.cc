@@ -17,6 +17,8 @@ namespace distml::ml {
 namespace {
 
 constexpr std::string_view kGbdt = "gbdt";
+// A sparse row's absent entry, as XGBoost reads LibSVM files (gbdt.h).
+constexpr double kAbsentIsMissing = std::numeric_limits<double>::quiet_NaN();
 // derive_seed streams of the row and feature samples.
 constexpr std::uint64_t kRowStream = 0x726f7773, kColumnStream = 0x636f6c73;
 
@@ -223,7 +225,7 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
   }
   const LocalData& fit_rows = options_.early_stopping ? train : data;
 
-  const auto bins = FeatureBins::fit(fit_rows, options_.max_bins, comm);
+  const auto bins = FeatureBins::fit(fit_rows, options_.max_bins, comm, AbsentEntries::missing);
   const auto binned = bins.bin_rows(fit_rows);
   TreeGrower grower(bins, binned, fit_rows.rows,
                     {options_.max_leaf_nodes, options_.max_depth, options_.growth == "depthwise",
@@ -290,7 +292,8 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
       round_for_exact_sums(comm, hk, n);
       trees_.push_back(grower.grow(gk, hk, comm, raw.data() + k, outputs, sample_for(round, k)));
       for (std::size_t i = 0; i < validation.rows; ++i)
-        raw_validation[i * outputs + k] += trees_.back().predict(validation.dense_row(i, row));
+        raw_validation[i * outputs + k] +=
+            trees_.back().predict(validation.dense_row(i, row, kAbsentIsMissing));
     }
     ++iterations_;
     if (!options_.early_stopping) continue;
@@ -323,7 +326,7 @@ std::vector<double> GBDT::decision_function(const LocalData& data) const {
   const std::size_t k = outputs();
   std::vector<double> z(data.rows * k), scratch;
   for (std::size_t i = 0; i < data.rows; ++i) {
-    const double* x = data.dense_row(i, scratch);
+    const double* x = data.dense_row(i, scratch, kAbsentIsMissing);
     for (std::size_t m = 0; m < k; ++m) z[i * k + m] = baseline_[m];
     for (std::size_t t = 0; t < trees_.size(); ++t) z[i * k + t % k] += trees_[t].predict(x);
   }

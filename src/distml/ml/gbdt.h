@@ -8,7 +8,9 @@
 // 4 * max_bins distinct values (integer-valued or categorical data) the model is bit-identical
 // for every world size. For continuous data the bin edges come from per-rank quantile summaries
 // and may differ slightly between world sizes, and so may the trees. A missing value is NaN:
-// it has a bin of its own and each split learns where it goes (gbdt_tree.h).
+// it has a bin of its own and each split learns where it goes (gbdt_tree.h). An entry that a
+// sparse row does not store is missing too, not 0, in fitting and predicting: XGBoost reads a
+// LibSVM file so, and the XGBoost export (gbdt_xgboost.h) then predicts as distml does.
 #pragma once
 
 #include <cstdint>

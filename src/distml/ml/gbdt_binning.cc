@@ -61,17 +61,24 @@ std::vector<double> edges_from(const std::vector<WeightedValue>& merged, bool ex
 
 }  // namespace
 
-FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communicator& comm) {
+FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communicator& comm,
+                             AbsentEntries absent) {
   DML_CHECK(max_bins >= 2 && max_bins <= 256, "max_bins in [2, 256]");
   const std::size_t capacity = 4 * static_cast<std::size_t>(max_bins);
   const std::size_t f_count = data.features;
 
-  // Sparse rows' stored values by feature (the rest of each column is zeros).
+  // Sparse rows' stored values by feature that are not NaN, and how many entries each feature
+  // stores (the rest of its column is absent: zeros or missing values).
   std::vector<std::vector<double>> stored;
+  std::vector<std::size_t> entries;
   if (data.sparse) {
     stored.resize(f_count);
-    for (std::size_t p = 0; p < data.sparse->values.size(); ++p)
-      stored[data.sparse->columns[p]].push_back(data.sparse->values[p]);
+    entries.assign(f_count, 0);
+    for (std::size_t p = 0; p < data.sparse->values.size(); ++p) {
+      const std::uint32_t f = data.sparse->columns[p];
+      ++entries[f];
+      if (const double v = data.sparse->values[p]; !std::isnan(v)) stored[f].push_back(v);
+    }
   }
   // Payload per feature: [points, exact, missing, value, weight, value, weight, ...].
   std::vector<double> mine;
@@ -79,8 +86,8 @@ FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communic
   std::vector<WeightedValue> summary;
   for (std::size_t f = 0; f < f_count; ++f) {
     if (data.sparse) {
-      column.resize(data.rows);
-      std::fill(std::copy(stored[f].begin(), stored[f].end(), column.begin()), column.end(), 0.0);
+      column.assign(stored[f].begin(), stored[f].end());
+      if (absent == AbsentEntries::zero) column.resize(column.size() + data.rows - entries[f], 0.0);
       std::vector<double>().swap(stored[f]);
     } else {
       column.clear();
@@ -110,6 +117,7 @@ FeatureBins FeatureBins::fit(const LocalData& data, int max_bins, comm::Communic
   std::vector<std::size_t> cursor(comm.size());
   for (int r = 1; r < comm.size(); ++r) cursor[r] = cursor[r - 1] + counts[r - 1];
   FeatureBins bins;
+  bins.absent_ = absent;
   bins.edges_.resize(f_count);
   bins.has_missing_.assign(f_count, false);
   std::vector<WeightedValue> merged;
@@ -150,10 +158,10 @@ std::vector<std::uint8_t> FeatureBins::bin_rows(const LocalData& data) const {
   DML_CHECK_EQ(data.features, features(), "features of the binned rows");
   const std::size_t f_count = data.features;
   std::vector<std::uint8_t> out(data.rows * f_count);
-  if (data.sparse) {  // the bin of 0 everywhere, then the stored entries'
+  if (data.sparse) {  // the absent entries' bin everywhere, then the stored entries'
     for (std::size_t f = 0; f < f_count; ++f) {
-      const std::uint8_t zero = bin(f, 0.0);
-      for (std::size_t i = 0; i < data.rows; ++i) out[i * f_count + f] = zero;
+      const std::uint8_t b = absent_ == AbsentEntries::zero ? bin(f, 0.0) : missing_bin(f);
+      for (std::size_t i = 0; i < data.rows; ++i) out[i * f_count + f] = b;
     }
     for (std::size_t i = 0; i < data.rows; ++i)
       data.for_each_entry(i, [&](std::size_t f, double v) { out[i * f_count + f] = bin(f, v); });

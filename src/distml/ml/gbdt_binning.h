@@ -21,6 +21,12 @@
 
 namespace distml::ml {
 
+/// What an entry that a sparse row does not store stands for.
+enum class AbsentEntries {
+  zero,     // the value 0, as scikit-learn reads a sparse matrix (random forests)
+  missing,  // a missing value, as XGBoost reads a LibSVM file (gbdt, so that its export agrees)
+};
+
 /// Value x of feature f is in bin b = the number of edges(f) below x, so that
 /// x <= edges(f)[b] exactly when bin(f, x) <= b: a split on bin b is the threshold edges(f)[b].
 /// A missing value (NaN) is in a bin of its own after those, missing_bin(f) = bins(f).
@@ -28,7 +34,9 @@ class FeatureBins {
  public:
   /// Collective. At most max_bins (<= 255) bins per feature from every rank's rows of `data`,
   /// whose values must be finite or NaN (missing); the edges come from the present values.
-  static FeatureBins fit(const LocalData& data, int max_bins, comm::Communicator& comm);
+  /// `absent` says what sparse rows' absent entries are, here and in bin_rows.
+  static FeatureBins fit(const LocalData& data, int max_bins, comm::Communicator& comm,
+                         AbsentEntries absent = AbsentEntries::zero);
 
   std::size_t features() const { return edges_.size(); }
   /// Bins of feature f's present values (one for a constant feature).
@@ -44,6 +52,7 @@ class FeatureBins {
  private:
   std::vector<std::vector<double>> edges_;
   std::vector<bool> has_missing_;
+  AbsentEntries absent_ = AbsentEntries::zero;
 };
 
 }  // namespace distml::ml

@@ -26,8 +26,10 @@ struct Imputer {
 };
 
 /// Collective: the mean or median of each feature's present values over all ranks' rows (the
-/// median of an even count is the mean of the middle two, as np.median). ConfigError for
-/// another strategy; DataError naming a feature that is missing on every row.
+/// median of an even count is the mean of the middle two, as np.median). The median is exact
+/// and moves no values: a radix selection on counts all-reduced in 8 rounds, with 256 counts
+/// per feature (2 KiB) beyond the shard, whatever the number of rows. ConfigError for another
+/// strategy; DataError naming a feature that is missing on every row.
 Imputer fit_imputer(const LocalData& d, const std::string& strategy, comm::Communicator& comm);
 
 }  // namespace distml::ml

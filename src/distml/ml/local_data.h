@@ -67,10 +67,10 @@ struct LocalData {
     for_each_entry(i, [&](std::size_t j, double v) { out[j] += a * v; });
   }
   /// Row i as `features` dense values: a pointer into x, or into `scratch` filled from the
-  /// sparse row.
-  const double* dense_row(std::size_t i, std::vector<double>& scratch) const {
+  /// sparse row, its absent entries `absent` (0, or NaN where they stand for missing values).
+  const double* dense_row(std::size_t i, std::vector<double>& scratch, double absent = 0) const {
     if (!sparse) return row(i);
-    scratch.assign(features, 0.0);
+    scratch.assign(features, absent);
     for_each_entry(i, [&](std::size_t j, double v) { scratch[j] = v; });
     return scratch.data();
   }

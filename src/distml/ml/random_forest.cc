@@ -150,7 +150,7 @@ void RandomForest::fit(const LocalData& data, comm::Communicator& comm) {
   throw_if_any_rank_failed(comm, check_tree_shard(data, !classifier, kForest));
   check_shards_agree(comm, data, kForest);
 
-  const auto bins = FeatureBins::fit(data, options_.max_bins, comm);
+  const auto bins = FeatureBins::fit(data, options_.max_bins, comm, AbsentEntries::zero);
   const auto binned = bins.bin_rows(data);
   std::vector<double> y(data.rows), y_squared, weight(data.rows, 1.0);
   const double max_terms = kMaxWeight * static_cast<double>(data.global_rows);
