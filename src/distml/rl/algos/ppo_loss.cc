@@ -13,7 +13,7 @@ PpoLoss ppo_loss(ActorCriticImpl& net, const PpoBatch& b, const torch::Tensor& i
     torch::NoGradGuard no_grad;
     approx_kl = ((ratio - 1) - log_ratio).mean().item<double>();
     if (algo.clip > 0)
-      clip_fraction = ((ratio - 1).abs() > algo.clip).to(torch::kFloat).mean().item<double>();
+      clip_fraction = ((ratio - 1).abs() > algo.clip).to(torch::kDouble).mean().item<double>();
   }
   auto adv = b.advantages.index_select(0, idx);
   if (algo.normalize_advantages && adv.numel() > 1) adv = (adv - adv.mean()) / (adv.std() + 1e-8);
