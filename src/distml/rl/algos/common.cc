@@ -93,10 +93,19 @@ LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
   return load_learner_state(train::read_checked_file(path), path, {net, optimizer, normalizer});
 }
 
-double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates) {
-  if (!config.algo.anneal_lr || total_updates <= 0) return config.optim.lr;
-  const double left = 1.0 - static_cast<double>(update) / static_cast<double>(total_updates);
+double annealed_lr(const RlConfig& config, std::int64_t done, std::int64_t total) {
+  if (!config.algo.anneal_lr || total <= 0) return config.optim.lr;
+  const double left = 1.0 - static_cast<double>(done) / static_cast<double>(total);
   return config.optim.lr * std::max(left, 0.0);
+}
+
+void set_annealed_lr(torch::optim::Optimizer& optimizer, const RlConfig& config, std::int64_t done,
+                     std::int64_t total) {
+  train::set_lr(optimizer, annealed_lr(config, done, total));
+}
+
+double current_lr(torch::optim::Optimizer& optimizer) {
+  return optimizer.param_groups().front().options().get_lr();
 }
 
 }  // namespace distml::rl

@@ -51,7 +51,14 @@ LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
                                 torch::optim::Optimizer& optimizer,
                                 Normalizer* normalizer = nullptr);
 
-/// The learning rate for an update when annealing linearly over `total_updates`.
-double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates);
+/// The learning rate after `done` of the run's `total` (updates, or env steps) when annealing
+/// linearly to 0 (algo.anneal_lr); optim.lr otherwise.
+double annealed_lr(const RlConfig& config, std::int64_t done, std::int64_t total);
+/// Sets every parameter group's learning rate to annealed_lr(config, done, total).
+void set_annealed_lr(torch::optim::Optimizer& optimizer, const RlConfig& config, std::int64_t done,
+                     std::int64_t total);
+/// The learning rate the optimizer's next step uses (its first parameter group's): what the
+/// update lines report as `lr`.
+double current_lr(torch::optim::Optimizer& optimizer);
 
 }  // namespace distml::rl

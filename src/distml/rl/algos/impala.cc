@@ -151,6 +151,8 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   double lag_sum = 0;
   std::int64_t lag_max = 0, lag_count = 0;
   const std::int64_t batch = config.impala.batch_unrolls;
+  // The learning rate anneals over the env steps trained on, as TorchBeast's IMPALA does.
+  const std::int64_t steps_per_update = batch * config.algo.unroll * config.env.copies;
   bool solved = false;
   Timeline::Lane* lane = lane_of(hooks.timeline, "learner");
   std::optional<Clock::time_point> waiting_since;  // for a batch of unrolls
@@ -183,6 +185,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
     optimizer->zero_grad();
     loss.total.backward();
     clip_gradients(*net, config.algo.max_grad_norm);
+    set_annealed_lr(*optimizer, config, counters.update * steps_per_update, config.run.env_steps);
     optimizer->step();
     ++counters.update;
     push_parameters();
@@ -192,7 +195,8 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
                                    {"entropy", loss.entropy},
                                    {"mean_rho", loss.mean_rho},
                                    {"policy_lag", lag_count ? lag_sum / lag_count : 0.0},
-                                   {"queued_unrolls", queue.size()}});
+                                   {"queued_unrolls", queue.size()},
+                                   {"lr", current_lr(*optimizer)}});
   }
 
   // Stop every live actor, then wait for each goodbye (late unrolls are dropped).

@@ -61,7 +61,7 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
   Timeline::Lane* learner_lane = lane_of(hooks.timeline, "learner");
 
   while (counters.update < total_updates) {
-    train::set_lr(*optimizer, annealed_lr(config, counters.update, total_updates));
+    set_annealed_lr(*optimizer, config, counters.update, total_updates);
     const Rollout rollout = [&] {
       Span collecting(actor_lane, "rollout", "update", counters.update);
       return collect_rollout(*net, envs, normalizer, sampler, algo.unroll, algo.gamma);
@@ -104,7 +104,8 @@ RunResult run_policy_gradient(const RlConfig& config, comm::Communicator& comm,
                                       {"value_loss", last.value},
                                       {"entropy", last.entropy},
                                       {"clip_fraction", clip_fraction / minibatches},
-                                      {"approx_kl", last.approx_kl}});
+                                      {"approx_kl", last.approx_kl},
+                                      {"lr", current_lr(*optimizer)}});
     }
     comm.broadcast(comm::view(stop), 0);
     if (stop[0]) break;
