@@ -1,6 +1,6 @@
 // The policies' densities and the algorithms' losses against their closed forms, written out
 // here in float64: the diagonal Gaussian's log-probability and entropy, the tanh squash's change
-// of variables, PPO's loss on a continuous policy with approx_kl, IMPALA's
+// of variables, PPO's loss on a continuous policy with approx_kl and old_approx_kl, IMPALA's
 // V-trace loss (value and gradient) and the double-DQN target.
 //
 // The networks run in float64 here, so each comparison is between two float64 evaluations of
@@ -176,14 +176,16 @@ TEST(PpoLoss, ApproxKlIsTheMeanOfRatioMinusOneMinusLogRatio) {
   AlgoConfig algo;
   algo.clip = 0.2;
   const PpoLoss loss = ppo_loss(*net, c.batch, torch::arange(12), algo);
-  double kl = 0, clipped = 0;
+  double kl = 0, old_kl = 0, clipped = 0;
   for (double d : c.delta) {  // log ratio = d
     kl += (std::exp(d) - 1 - d) / 12;
+    old_kl += -d / 12;
     clipped += std::abs(std::exp(d) - 1) > 0.2 ? 1.0 / 12 : 0.0;
   }
   // The log ratio is recomputed as log_p - (log_p - delta): off from delta by a few ulps of
   // |log_p| < 20, so each term by ~2 ulps of 20; twelve terms of a mean.
   EXPECT_NEAR(loss.approx_kl, kl, 12 * 4 * kU * 20);
+  EXPECT_NEAR(loss.old_approx_kl, old_kl, 12 * 4 * kU * 20);
   EXPECT_DOUBLE_EQ(loss.clip_fraction, clipped);
   EXPECT_GT(clipped, 0.2);
   EXPECT_LT(clipped, 0.9);

@@ -68,6 +68,7 @@ const config::Schema<RlConfig>& schema() {
           K::float_key("algo", "max_grad_norm", kNonNegative, CONFIG_FIELD(algo.max_grad_norm)),
           K::bool_key("algo", "normalize_advantages", CONFIG_FIELD(algo.normalize_advantages)),
           K::bool_key("algo", "anneal_lr", CONFIG_FIELD(algo.anneal_lr)),
+          K::float_key("algo", "target_kl", kNonNegative, CONFIG_FIELD(algo.target_kl)),
           K::bool_key("normalize", "observations", CONFIG_FIELD(normalize.observations)),
           K::bool_key("normalize", "rewards", CONFIG_FIELD(normalize.rewards)),
           K::float_key("normalize", "clip_observations", kPositive,
@@ -192,6 +193,9 @@ void check_consistency(const RlConfig& c) {
                               "returns, so ",
                               k.key, " must be ", show(k.required), ", got ", show(k.value),
                               " (for several passes or clipping, use ppo)"));
+  if (c.algo.target_kl > 0 && algo != "ppo")
+    throw ConfigError(cat(c.origin("algo.target_kl"), ": algo.target_kl stops the epochs of a ppo ",
+                          "update early; ", algo, " has no epochs to stop (use ppo, or 0)"));
   const bool discrete = env_spaces(c.env.name).action.is_discrete();
   if (algo == "apex" && !discrete)
     throw ConfigError(cat(c.source, ": apex (DQN) needs discrete actions; env.name = '", c.env.name,

@@ -34,6 +34,8 @@ struct AlgoConfig {
   double max_grad_norm = 0.5;        // 0: no clipping
   bool normalize_advantages = true;  // ppo: per minibatch
   bool anneal_lr = false;            // linearly to 0 over the run
+  double target_kl = 0;              // ppo: stop an update's epochs once approx_kl exceeds it
+                                     // (0: off)
 };
 
 struct ImpalaConfig {

@@ -40,8 +40,11 @@ Policy greedy_policy(ActorCritic net, const Normalizer& normalizer);
 /// The same with a copy of the parameters too: unaffected by later updates of `net`.
 Policy greedy_snapshot(const RlConfig& config, ActorCritic net, const Normalizer& normalizer);
 
-/// Averages the gradients of `net` over the ranks of `comm` (one flat all-reduce).
-void average_gradients(torch::nn::Module& net, comm::Communicator& comm);
+/// Averages the gradients of `net` over the ranks of `comm` in one flat all-reduce, in the
+/// parameters' dtype; `values` (per-rank numbers to average too, such as a minibatch's
+/// diagnostics) travel in the same all-reduce and come back averaged.
+void average_gradients(torch::nn::Module& net, comm::Communicator& comm,
+                       std::vector<double>* values = nullptr);
 /// Clips the global gradient norm when max_norm > 0; returns the norm before clipping.
 double clip_gradients(torch::nn::Module& net, double max_norm);
 
