@@ -352,7 +352,8 @@ TEST(RlConfig, A3cAndImpalaDefaultsAreTheirOwnAndGivenKeysWin) {
   EXPECT_DOUBLE_EQ(impala.algo.entropy, 0.001);
   EXPECT_EQ(impala.impala.batch_unrolls, 2);
   EXPECT_EQ(impala.impala.max_unrolls_ahead, 4);
-  EXPECT_TRUE(impala.algo.anneal_lr && impala.normalize.observations);
+  EXPECT_FALSE(impala.algo.anneal_lr);  // measured no better annealed (docs/benchmarks.md)
+  EXPECT_TRUE(impala.normalize.observations);
   const RlConfig given = load_rl_config(
       "", {"algo.name=impala", "algo.unroll=50", "optim.lr=0.01", "normalize.rewards=false"});
   EXPECT_EQ(given.algo.unroll, 50);
