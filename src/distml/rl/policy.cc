@@ -64,7 +64,13 @@ torch::Tensor ActorCriticImpl::log_prob(const torch::Tensor& policy,
         .squeeze(-1);
   const auto z = (actions - policy) * torch::exp(-log_std_);
   auto log_p = (-0.5 * z * z - log_std_ - 0.5 * std::log(2 * std::numbers::pi)).sum(-1);
-  if (squash_) log_p = log_p - torch::log(1 - torch::tanh(actions).pow(2) + 1e-6).sum(-1);
+  // log(1 - tanh(u)^2) = -2 log cosh(u) = 2 (log 2 - |u| - log1p(exp(-2|u|))): no cancellation,
+  // where 1 - tanh(u)^2 itself rounds to 0 beyond |u| ~ 9 in float32 (and a 1e-6 guard inside
+  // the log, as some write it, biases every density).
+  if (squash_) {
+    const auto a = actions.abs();
+    log_p = log_p - (2 * (std::log(2.0) - a - torch::log1p(torch::exp(-2 * a)))).sum(-1);
+  }
   return log_p;
 }
 

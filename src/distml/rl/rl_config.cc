@@ -68,6 +68,7 @@ const config::Schema<RlConfig>& schema() {
           K::float_key("algo", "max_grad_norm", kNonNegative, CONFIG_FIELD(algo.max_grad_norm)),
           K::bool_key("algo", "normalize_advantages", CONFIG_FIELD(algo.normalize_advantages)),
           K::bool_key("algo", "anneal_lr", CONFIG_FIELD(algo.anneal_lr)),
+          K::float_key("algo", "target_kl", kNonNegative, CONFIG_FIELD(algo.target_kl)),
           K::bool_key("normalize", "observations", CONFIG_FIELD(normalize.observations)),
           K::bool_key("normalize", "rewards", CONFIG_FIELD(normalize.rewards)),
           K::float_key("normalize", "clip_observations", kPositive,
@@ -162,13 +163,15 @@ void resolve_defaults(RlConfig& c) {
   }
   // Settings that learn every discrete classic-control task (docs/benchmarks.md): A3C's short
   // n-step unrolls at A2C's learning rate with the paper's entropy bonus (Mnih et al.: t_max 5,
-  // lr 7e-4, beta 0.01); IMPALA's short unrolls, small batches and a small entropy bonus; for
-  // both the learning rate annealed to 0 over run.env_steps (MountainCar's last swings need it).
+  // lr 7e-4, beta 0.01) and its rate annealed to 0 over run.env_steps (MountainCar's last
+  // swings need it); IMPALA's short unrolls, small batches and a small entropy bonus at a
+  // constant rate (annealed, it did no better on MountainCar and Acrobot, and worse on CartPole
+  // stopped at its target).
   auto fallback = [&c](const char* key, auto& field, auto value) {
     if (!c.given(key)) field = value;
   };
-  if (asynchronous) fallback("algo.anneal_lr", c.algo.anneal_lr, true);
   if (algo == "a3c") {
+    fallback("algo.anneal_lr", c.algo.anneal_lr, true);
     fallback("algo.unroll", c.algo.unroll, 5);
     fallback("optim.lr", c.optim.lr, 7e-4);
     fallback("algo.entropy", c.algo.entropy, 0.01);
@@ -192,6 +195,9 @@ void check_consistency(const RlConfig& c) {
                               "returns, so ",
                               k.key, " must be ", show(k.required), ", got ", show(k.value),
                               " (for several passes or clipping, use ppo)"));
+  if (c.algo.target_kl > 0 && algo != "ppo")
+    throw ConfigError(cat(c.origin("algo.target_kl"), ": algo.target_kl stops the epochs of a ppo ",
+                          "update early; ", algo, " has no epochs to stop (use ppo, or 0)"));
   const bool discrete = env_spaces(c.env.name).action.is_discrete();
   if (algo == "apex" && !discrete)
     throw ConfigError(cat(c.source, ": apex (DQN) needs discrete actions; env.name = '", c.env.name,

@@ -33,7 +33,10 @@ struct AlgoConfig {
   double value_coef = 0.5;           // value loss coefficient
   double max_grad_norm = 0.5;        // 0: no clipping
   bool normalize_advantages = true;  // ppo: per minibatch
-  bool anneal_lr = false;            // linearly to 0 over the run
+  bool anneal_lr = false;            // linearly to 0 over the run (updates for ppo, a2c, a3c;
+                                     // env steps trained on for impala; env steps for apex)
+  double target_kl = 0;              // ppo: stop an update's epochs once approx_kl exceeds it
+                                     // (0: off)
 };
 
 struct ImpalaConfig {

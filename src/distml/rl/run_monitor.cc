@@ -38,9 +38,7 @@ double RunMonitor::recent_return() const {
                        : std::numeric_limits<double>::quiet_NaN();
 }
 
-namespace {
 nlohmann::json number_or_null(double v) { return std::isfinite(v) ? nlohmann::json(v) : nullptr; }
-}  // namespace
 
 bool RunMonitor::after_update(std::int64_t update, std::int64_t env_steps, nlohmann::json fields) {
   const RunConfig& run = config_.run;

@@ -74,6 +74,9 @@ class RunMonitor {
   std::optional<Pending> pending_;
 };
 
+/// `v` as a JSON number, or null where it is NaN or infinite (which JSON cannot hold).
+nlohmann::json number_or_null(double v);
+
 /// Path of the checkpoint file in `dir`.
 std::string checkpoint_path(const std::string& dir);
 

@@ -118,7 +118,7 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
         get_doubles(payload.subspan(n_params, n_stats), normalizer.packed_size()));
     monitor.add_episodes(payload[n_params + n_stats],
                          static_cast<std::int64_t>(payload[n_params + n_stats + 1]));
-    train::set_lr(*optimizer, annealed_lr(config, counters.update, total_updates));
+    set_annealed_lr(*optimizer, config, counters.update, total_updates);
     load_flat_gradients(*net, payload.first(n_params));
     clip_gradients(*net, config.algo.max_grad_norm);
     optimizer->step();
@@ -128,7 +128,7 @@ RunResult run_holder(const RlConfig& config, comm::Communicator& comm, const Run
                  Message{MessageKind::parameters, static_cast<std::uint64_t>(counters.update), 0,
                          pack_policy(*net, &normalizer)});
     stopping = monitor.after_update(counters.update, counters.env_steps,
-                                    {{"policy_lag", lag}}) ||
+                                    {{"policy_lag", lag}, {"lr", current_lr(*optimizer)}}) ||
                counters.env_steps >= config.run.env_steps;
   };
   while (!roster.live().empty())

@@ -24,6 +24,7 @@
 
 #include "distml/rl/algos/apex_messages.h"
 #include "distml/rl/evaluation.h"
+#include "distml/rl/policy.h"
 #include "distml/rl/rl_config.h"
 
 namespace distml::rl {
@@ -68,6 +69,12 @@ class ApexLearnerAgent {
   /// The done line's description of the actors' exploration (their epsilons or noise scales).
   virtual nlohmann::json exploration(int actors) const = 0;
 };
+
+/// Double DQN's target (van Hasselt et al. 2016): R + discount Q_target(s', a*) with
+/// a* = argmax_a Q_online(s', a), per transition [B]. No gradient.
+torch::Tensor double_dqn_target(QNetworkImpl& online, QNetworkImpl& target,
+                                const torch::Tensor& rewards, const torch::Tensor& discounts,
+                                const torch::Tensor& next_observations);
 
 /// epsilon_i of DQN actor `index` of `actors`.
 double actor_epsilon(const ApexConfig& c, int index, int actors);

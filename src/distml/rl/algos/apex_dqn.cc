@@ -49,13 +49,8 @@ class DqnLearner final : public ApexLearnerAgent {
   void reset_targets() override { load_flat_parameters(*target_, flat_parameters(*online_)); }
 
   Update train(const TransitionBatch& b, const torch::Tensor& weights) override {
-    // Double DQN: the online network picks the next action, the target network values it.
-    torch::Tensor y;
-    {
-      torch::NoGradGuard no_grad;
-      const auto best = online_->forward(b.next_observations).argmax(1, /*keepdim=*/true);
-      y = b.rewards + b.discounts * target_->forward(b.next_observations).gather(1, best).squeeze(1);
-    }
+    const torch::Tensor y =
+        double_dqn_target(*online_, *target_, b.rewards, b.discounts, b.next_observations);
     const auto q =
         online_->forward(b.observations).gather(1, b.actions.to(torch::kLong)).squeeze(1);
     namespace F = torch::nn::functional;
@@ -91,6 +86,15 @@ class DqnLearner final : public ApexLearnerAgent {
 };
 
 }  // namespace
+
+torch::Tensor double_dqn_target(QNetworkImpl& online, QNetworkImpl& target,
+                                const torch::Tensor& rewards, const torch::Tensor& discounts,
+                                const torch::Tensor& next_observations) {
+  // The online network picks the next action, the target network values it.
+  torch::NoGradGuard no_grad;
+  const auto best = online.forward(next_observations).argmax(1, /*keepdim=*/true);
+  return rewards + discounts * target.forward(next_observations).gather(1, best).squeeze(1);
+}
 
 std::unique_ptr<ApexActorAgent> make_dqn_actor(const RlConfig& config, int index, int actors,
                                                std::uint64_t seed) {

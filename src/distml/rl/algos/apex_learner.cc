@@ -52,6 +52,9 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
     if (solved || counters.env_steps >= config.run.env_steps) break;
     request();  // one ahead: the replay samples while this batch trains
 
+    // Annealed over the env steps, as the importance exponent is: the learner's steps per env
+    // step vary with the actors' pace.
+    set_annealed_lr(agent->optimizer(), config, counters.env_steps, config.run.env_steps);
     const ApexLearnerAgent::Update update = agent->train(
         TransitionBatch::of(sample.batch, layout), torch::tensor(sample.batch.weights));
     ++counters.update;
@@ -64,6 +67,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
     nlohmann::json fields = update.fields;
     fields["replay_size"] = replay_size;
     fields["beta"] = beta();
+    fields["lr"] = current_lr(agent->optimizer());
     solved = monitor.after_update(counters.update, counters.env_steps, fields);
   }
 

@@ -2,6 +2,7 @@
 
 #include <mutex>
 
+#include "distml/core/error.h"
 #include "distml/rl/run_monitor.h"
 #include "distml/train/checkpoint_file.h"
 #include "distml/train/optimizer_factory.h"
@@ -67,13 +68,35 @@ Policy greedy_snapshot(const RlConfig& config, ActorCritic net, const Normalizer
   return greedy_policy(copy, normalizer);
 }
 
-void average_gradients(torch::nn::Module& net, comm::Communicator& comm) {
+void average_gradients(torch::nn::Module& net, comm::Communicator& comm,
+                       std::vector<double>* values) {
   if (comm.size() == 1) return;
-  std::vector<float> g = flat_gradients(net);
-  comm.allreduce(comm::view(g));
-  const float scale = 1.0f / static_cast<float>(comm.size());
-  for (float& v : g) v *= scale;
-  load_flat_gradients(net, g);
+  const auto parameters = net.parameters();
+  DML_CHECK(!parameters.empty(), "a network without parameters");
+  const auto options = parameters.front().options();
+  DML_CHECK(options.dtype() == torch::kFloat || options.dtype() == torch::kDouble,
+            "gradients of float32 or float64 parameters");
+  std::vector<torch::Tensor> parts;
+  for (const auto& p : parameters)
+    parts.push_back(p.grad().defined() ? p.grad().reshape({-1})
+                                       : torch::zeros({p.numel()}, options));
+  if (values) parts.push_back(torch::tensor(*values, torch::kDouble).to(options.dtype()));
+  torch::Tensor flat = torch::cat(parts).contiguous();
+  const comm::DType dtype = options.dtype() == torch::kFloat ? comm::DType::f32 : comm::DType::f64;
+  comm.allreduce(comm::Buffer{flat.data_ptr(), static_cast<std::size_t>(flat.numel()), dtype});
+  flat.div_(comm.size());
+  torch::NoGradGuard no_grad;
+  std::int64_t at = 0;
+  for (auto& p : parameters) {
+    const auto g = flat.slice(0, at, at + p.numel()).view(p.sizes());
+    if (p.grad().defined())
+      p.mutable_grad().copy_(g);
+    else
+      p.mutable_grad() = g.clone();
+    at += p.numel();
+  }
+  if (values)
+    for (auto& v : *values) v = flat[at++].item<double>();
 }
 
 double clip_gradients(torch::nn::Module& net, double max_norm) {
@@ -93,10 +116,19 @@ LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
   return load_learner_state(train::read_checked_file(path), path, {net, optimizer, normalizer});
 }
 
-double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates) {
-  if (!config.algo.anneal_lr || total_updates <= 0) return config.optim.lr;
-  const double left = 1.0 - static_cast<double>(update) / static_cast<double>(total_updates);
+double annealed_lr(const RlConfig& config, std::int64_t done, std::int64_t total) {
+  if (!config.algo.anneal_lr || total <= 0) return config.optim.lr;
+  const double left = 1.0 - static_cast<double>(done) / static_cast<double>(total);
   return config.optim.lr * std::max(left, 0.0);
+}
+
+void set_annealed_lr(torch::optim::Optimizer& optimizer, const RlConfig& config, std::int64_t done,
+                     std::int64_t total) {
+  train::set_lr(optimizer, annealed_lr(config, done, total));
+}
+
+double current_lr(torch::optim::Optimizer& optimizer) {
+  return optimizer.param_groups().front().options().get_lr();
 }
 
 }  // namespace distml::rl

@@ -40,8 +40,11 @@ Policy greedy_policy(ActorCritic net, const Normalizer& normalizer);
 /// The same with a copy of the parameters too: unaffected by later updates of `net`.
 Policy greedy_snapshot(const RlConfig& config, ActorCritic net, const Normalizer& normalizer);
 
-/// Averages the gradients of `net` over the ranks of `comm` (one flat all-reduce).
-void average_gradients(torch::nn::Module& net, comm::Communicator& comm);
+/// Averages the gradients of `net` over the ranks of `comm` in one flat all-reduce, in the
+/// parameters' dtype; `values` (per-rank numbers to average too, such as a minibatch's
+/// diagnostics) travel in the same all-reduce and come back averaged.
+void average_gradients(torch::nn::Module& net, comm::Communicator& comm,
+                       std::vector<double>* values = nullptr);
 /// Clips the global gradient norm when max_norm > 0; returns the norm before clipping.
 double clip_gradients(torch::nn::Module& net, double max_norm);
 
@@ -51,7 +54,14 @@ LearnerCounters resume_if_asked(const RlConfig& config, torch::nn::Module& net,
                                 torch::optim::Optimizer& optimizer,
                                 Normalizer* normalizer = nullptr);
 
-/// The learning rate for an update when annealing linearly over `total_updates`.
-double annealed_lr(const RlConfig& config, std::int64_t update, std::int64_t total_updates);
+/// The learning rate after `done` of the run's `total` (updates, or env steps) when annealing
+/// linearly to 0 (algo.anneal_lr); optim.lr otherwise.
+double annealed_lr(const RlConfig& config, std::int64_t done, std::int64_t total);
+/// Sets every parameter group's learning rate to annealed_lr(config, done, total).
+void set_annealed_lr(torch::optim::Optimizer& optimizer, const RlConfig& config, std::int64_t done,
+                     std::int64_t total);
+/// The learning rate the optimizer's next step uses (its first parameter group's): what the
+/// update lines report as `lr`.
+double current_lr(torch::optim::Optimizer& optimizer);
 
 }  // namespace distml::rl

@@ -19,10 +19,10 @@
 #include "distml/rl/actor_roster.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/algos/common.h"
+#include "distml/rl/algos/impala_loss.h"
 #include "distml/rl/learner_inbox.h"
 #include "distml/rl/parameter_sender.h"
 #include "distml/rl/policy_state.h"
-#include "distml/rl/returns.h"
 #include "distml/rl/rollout.h"
 #include "distml/rl/run_monitor.h"
 
@@ -103,34 +103,6 @@ struct Unroll {
   int actor;
 };
 
-struct VTraceLoss {
-  torch::Tensor total;
-  double policy, baseline, entropy, mean_rho;
-};
-
-VTraceLoss vtrace_loss(ActorCriticImpl& net, const Rollout& b, const RlConfig& config) {
-  const auto steps = b.rewards.size(0), copies = b.rewards.size(1);
-  const auto out = net.forward(b.observations.slice(0, 0, steps).reshape({steps * copies, -1}));
-  const auto log_p =
-      net.log_prob(out.policy, b.actions.reshape({steps * copies, -1})).reshape({steps, copies});
-  const auto values = out.value.reshape({steps, copies});
-  torch::Tensor bootstrap;
-  {
-    torch::NoGradGuard no_grad;
-    bootstrap = net.forward(b.observations[steps]).value;
-  }
-  const auto log_rhos = log_p.detach() - b.log_probs;
-  const ImpalaConfig& c = config.impala;
-  const VTraceTargets t = vtrace(log_rhos, b.discounts, b.rewards, values.detach(), bootstrap,
-                                 c.clip_rho, c.clip_c, c.clip_pg_rho);
-  const auto policy_loss = -(log_p * t.pg_advantages).mean();
-  const auto baseline_loss = 0.5 * (t.vs - values).pow(2).mean();
-  const auto entropy = net.entropy(out.policy).mean();
-  return {policy_loss + config.algo.value_coef * baseline_loss - config.algo.entropy * entropy,
-          policy_loss.item<double>(), baseline_loss.item<double>(), entropy.item<double>(),
-          log_rhos.exp().mean().item<double>()};
-}
-
 RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const RunHooks& hooks) {
   ActorCritic net = make_actor_critic(config);
   auto optimizer = make_optimizer(config, *net);
@@ -179,6 +151,8 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
   double lag_sum = 0;
   std::int64_t lag_max = 0, lag_count = 0;
   const std::int64_t batch = config.impala.batch_unrolls;
+  // The learning rate anneals over the env steps trained on, as TorchBeast's IMPALA does.
+  const std::int64_t steps_per_update = batch * config.algo.unroll * config.env.copies;
   bool solved = false;
   Timeline::Lane* lane = lane_of(hooks.timeline, "learner");
   std::optional<Clock::time_point> waiting_since;  // for a batch of unrolls
@@ -211,6 +185,7 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
     optimizer->zero_grad();
     loss.total.backward();
     clip_gradients(*net, config.algo.max_grad_norm);
+    set_annealed_lr(*optimizer, config, counters.update * steps_per_update, config.run.env_steps);
     optimizer->step();
     ++counters.update;
     push_parameters();
@@ -220,7 +195,8 @@ RunResult run_learner(const RlConfig& config, comm::Communicator& comm, const Ru
                                    {"entropy", loss.entropy},
                                    {"mean_rho", loss.mean_rho},
                                    {"policy_lag", lag_count ? lag_sum / lag_count : 0.0},
-                                   {"queued_unrolls", queue.size()}});
+                                   {"queued_unrolls", queue.size()},
+                                   {"lr", current_lr(*optimizer)}});
   }
 
   // Stop every live actor, then wait for each goodbye (late unrolls are dropped).
