@@ -25,6 +25,18 @@ namespace {
 
 constexpr int kRows = 6;  // samples per rank per step
 
+// Everything in float64. The strategies and the reference compute each replica's gradient from
+// the same rows with the same operations; they differ only in how sums over the N <= 4 ranks
+// are grouped (the all-reduce's order against the reference's), each such sum moving by at most
+// N u of its terms' magnitude (u = 2^-53, Higham 4.2), and in where an average is divided. Ten
+// steps of SGD with momentum carry each step's difference forward; a factor 1000 allows for the
+// momentum's memory and the trajectory's sensitivity to where it has been (as the trainer
+// tests' bound, trainer_fixture.h): 10 x 4 u x 1000 = 4.4e-12, rounded up to 1e-11 of the
+// parameters' norm. A wrong formula (an average missed, alpha or a weight wrong) is off by a
+// share of a step, 1e-3 of the norm and more. The consensus distance is a difference of nearly
+// equal replicas, about 1e-2 of their norm apart: 1e-11 / 1e-2 of it, rounded up to 1e-8.
+constexpr double kBound = 1e-11, kDistanceBound = 1e-8;
+
 struct NetImpl : torch::nn::Module {
   NetImpl() {
     fc1 = register_module("fc1", torch::nn::Linear(12, 16));
@@ -41,16 +53,19 @@ struct Data {
 
 Data make_data(int rows) {
   auto gen = torch::make_generator<at::CPUGeneratorImpl>(7);
-  return {torch::randn({rows, 12}, gen), torch::randint(0, 3, {rows}, gen)};
+  return {torch::randn({rows, 12}, gen, torch::kFloat64), torch::randint(0, 3, {rows}, gen)};
 }
 
 Net initial_net(std::uint64_t seed) {
   torch::manual_seed(seed);
-  return Net();
+  Net net;
+  net->to(torch::kFloat64);
+  return net;
 }
 
 Net copy_of(const Net& from) {
   Net net;
+  net->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
   auto src = from->parameters(), dst = net->parameters();
   for (std::size_t i = 0; i < src.size(); ++i) dst[i].copy_(src[i]);
@@ -245,10 +260,9 @@ void expect_local_sgd_like_reference(int world, bool average_state) {
   Worst worst;
   for (int k = 0; k < steps; ++k) {
     for (int r = 0; r < world; ++r) {
-      // Declared tolerance: float32 sums in another order, through 10 steps.
       const double d = relative_difference(got[r].history[k], want[k][r]);
       worst.add(d);
-      EXPECT_LE(d, 1e-5) << "step " << k + 1 << " rank " << r;
+      EXPECT_LE(d, kBound) << "step " << k + 1 << " rank " << r;
     }
     const bool averaged = (k + 1) % period == 0;
     for (int r = 1; r < world; ++r)
@@ -257,9 +271,9 @@ void expect_local_sgd_like_reference(int world, bool average_state) {
   }
   for (int r = 0; r < world; ++r) {
     worst.add(relative_difference(got[r].reconciled, reconciled));
-    EXPECT_LE(relative_difference(got[r].reconciled, reconciled), 1e-5) << "rank " << r;
+    EXPECT_LE(relative_difference(got[r].reconciled, reconciled), kBound) << "rank " << r;
     EXPECT_TRUE(torch::equal(got[r].reconciled, got[0].reconciled)) << "rank " << r;
-    EXPECT_NEAR(got[r].stats.consensus_distance, distance, 1e-4 * distance) << "rank " << r;
+    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance) << "rank " << r;
   }
   EXPECT_GT(distance, 0);
   // Averages after steps 4 and 8 (parameters, and momentum when asked), then reconcile()'s
@@ -280,12 +294,12 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, LocalSgdStrategyTest, ::testing::Values(2, 
 
 // Compressed averages are approximate, but what reconcile() installs is the replicas' exact
 // mean, as for plain local SGD: 6 steps with period 4 (a compressed average after step 4, then
-// two local steps), then reconcile(). The difference to the mean computed here is a float32
-// rounding: the all-reduce and this sum add the same N numbers in another order, each
-// partial sum off by at most u = 2^-24 of the sum of magnitudes (Higham 4.2), so at most
-// (N - 1) u times the largest replica element per element; N u of the mean's norm covers the
-// whole vector with room. A compressed reconcile (top-k of 10%) misses the change since the
-// last average by most of its 90% unsent share.
+// two local steps), then reconcile(). The difference to the mean computed here is a rounding:
+// the all-reduce and this sum add the same N numbers in another order, each partial sum off by
+// at most u = 2^-53 of the sum of magnitudes (Higham 4.2), so at most (N - 1) u times the
+// largest replica element per element; N u of the mean's norm covers the whole vector with
+// room (the replicas are close). A compressed reconcile (top-k of 10%) misses the change since
+// the last average by most of its 90% unsent share.
 TEST_P(LocalSgdStrategyTest, CompressedReconcileInstallsTheExactMean) {
   const int world = GetParam(), steps = 6;
   const Net init = initial_net(21);
@@ -302,7 +316,7 @@ TEST_P(LocalSgdStrategyTest, CompressedReconcileInstallsTheExactMean) {
     auto mean = torch::zeros_like(got[0].history.back());
     for (const auto& r : got) mean += r.history.back();
     mean /= world;
-    const double bound = world * 0x1p-24;
+    const double bound = world * 0x1p-53;
     for (int r = 0; r < world; ++r)
       EXPECT_LE(relative_difference(got[r].reconciled, mean), bound) << name << " rank " << r;
   }
@@ -341,7 +355,7 @@ TEST_P(PostLocalSgdStrategyTest, WarmupIsSynchronousSgdThenLocalSgd) {
     for (int r = 0; r < world; ++r) {
       const double d = relative_difference(got[r].history[k], want[k][r]);
       worst.add(d);
-      EXPECT_LE(d, 1e-5) << "step " << k + 1 << " rank " << r;
+      EXPECT_LE(d, kBound) << "step " << k + 1 << " rank " << r;
     }
     const bool identical = k < warmup || (k + 1 - warmup) % period == 0;
     for (int r = 1; r < world; ++r)
@@ -350,7 +364,7 @@ TEST_P(PostLocalSgdStrategyTest, WarmupIsSynchronousSgdThenLocalSgd) {
   }
   for (int r = 0; r < world; ++r) {
     worst.add(relative_difference(got[r].reconciled, reconciled));
-    EXPECT_LE(relative_difference(got[r].reconciled, reconciled), 1e-5) << "rank " << r;
+    EXPECT_LE(relative_difference(got[r].reconciled, reconciled), kBound) << "rank " << r;
     EXPECT_TRUE(torch::equal(got[r].reconciled, got[0].reconciled)) << "rank " << r;
   }
 }
@@ -379,7 +393,7 @@ TEST_P(EasgdStrategyTest, AlphaZeroIsIndependentSgdOnEachShard) {
   for (int r = 0; r < world; ++r) {
     const double d = relative_difference(got[r].history.back(), ref.get(r));
     worst.add(d);
-    EXPECT_LE(d, 1e-5) << "rank " << r;
+    EXPECT_LE(d, kBound) << "rank " << r;
     // The centre never moved: reconcile() hands back the start.
     EXPECT_TRUE(torch::equal(got[r].reconciled, flatten(init))) << "rank " << r;
   }
@@ -414,14 +428,14 @@ TEST_P(EasgdStrategyTest, ElasticUpdateEqualsTheFormula) {
     for (int r = 0; r < world; ++r) {
       const double d = relative_difference(got[r].history[k], want[k][r]);
       worst.add(d);
-      EXPECT_LE(d, 1e-5) << "step " << k + 1 << " rank " << r;
+      EXPECT_LE(d, kBound) << "step " << k + 1 << " rank " << r;
     }
   for (int r = 0; r < world; ++r) {
     EXPECT_TRUE(torch::equal(got[r].centre, got[0].centre)) << "rank " << r;
     worst.add(relative_difference(got[r].reconciled, centre));
-    EXPECT_LE(relative_difference(got[r].reconciled, centre), 1e-5) << "rank " << r;
+    EXPECT_LE(relative_difference(got[r].reconciled, centre), kBound) << "rank " << r;
     EXPECT_TRUE(torch::equal(got[r].reconciled, got[r].centre)) << "rank " << r;
-    EXPECT_NEAR(got[r].stats.consensus_distance, distance, 1e-4 * distance) << "rank " << r;
+    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance) << "rank " << r;
   }
 }
 
@@ -519,14 +533,14 @@ TEST_P(GossipStrategyTest, EqualsTheMixingFormulaThenReconcilesToTheAverage) {
     for (int r = 0; r < world; ++r) {
       const double d = relative_difference(got[r].history[k], want[k][r]);
       worst.add(d);
-      EXPECT_LE(d, 1e-5) << "step " << k + 1 << " rank " << r;
+      EXPECT_LE(d, kBound) << "step " << k + 1 << " rank " << r;
     }
   for (int r = 0; r < world; ++r) {
     worst.add(relative_difference(got[r].reconciled, mean));
-    EXPECT_LE(relative_difference(got[r].reconciled, mean), 1e-5) << "rank " << r;
+    EXPECT_LE(relative_difference(got[r].reconciled, mean), kBound) << "rank " << r;
     // Consensus distance 0 after reconcile(): one model, bit for bit.
     EXPECT_TRUE(torch::equal(got[r].reconciled, got[0].reconciled)) << "rank " << r;
-    EXPECT_NEAR(got[r].stats.consensus_distance, distance, 1e-4 * distance) << "rank " << r;
+    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance) << "rank " << r;
   }
   EXPECT_GT(distance, 0);
   // Every step sends the parameters to each out-neighbour; reconcile() averages the
@@ -576,7 +590,7 @@ TEST_P(GossipMixingTest, OneCompleteMixingStepIsTheAllreduceAverage) {
   Worst worst;
   for (int r = 0; r < world; ++r) {
     worst.add(differences[r]);
-    EXPECT_LE(differences[r], 1e-6) << "rank " << r;
+    EXPECT_LE(differences[r], kBound) << "rank " << r;
   }
 }
 
