@@ -14,6 +14,7 @@
 #include "../data/temp_dir.h"
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
+#include "distml/train/bucket_planner.h"
 #include "distml/train/compress/compressor.h"
 #include "distml/train/strategy_factory.h"
 #include "trainer_fixture.h"
@@ -420,10 +421,37 @@ TEST(Compress, OutOfRangeSettingsAreConfigErrors) {
 
 // Every compressor through the all-reduce strategy, local SGD (every other step), post-local
 // SGD (2 synchronous steps, then local) and a parameter server (2 workers and 1 server): lenet5
-// trains to its last step with finite, changed parameters that agree on both trainers.
+// trains to its last step with finite, changed parameters that agree on both trainers, and
+// under all-reduce each step sends what the payload table of docs/training.md says for each
+// bucket (plus the missing-gradient flags, one float per bucket). (Their values are checked
+// against single-process references in compressor unit tests above and, for fp16, top-k and
+// PowerSGD under every strategy, in the conformance matrix.)
 struct TrainingCase {
   std::string strategy, compressor;
 };
+
+// Bytes of one bucket of n elements: the docs' payload table, with lenet5's buckets' matrices
+// for PowerSGD (rank 4, sent whole where the factors would not halve them).
+std::size_t payload_bytes(const std::string& compressor, const std::vector<torch::Tensor>& params,
+                          double ratio) {
+  std::int64_t n = 0;
+  for (const auto& p : params) n += p.numel();
+  const auto k = static_cast<std::size_t>(std::ceil(ratio * static_cast<double>(n)));
+  if (compressor == "fp16") return 2 * n + 4;  // and the common scale, one f32
+  if (compressor == "bf16") return 2 * n;
+  if (compressor == "topk") return k * (n <= 65536 ? 2 + 4 : 4 + 4);
+  if (compressor == "randomk") return 4 * k;
+  if (compressor == "qsgd") return n + 4 * ((n + 511) / 512);  // a code each, a norm a block
+  if (compressor == "natural") return n + 4;  // and the largest exponent
+  if (compressor == "sign") return (n + 7) / 8 + 4;
+  std::size_t floats = 0;  // powersgd: P with the plain elements, then Q
+  for (const auto& p : params) {
+    const std::int64_t rows = p.dim() >= 2 ? p.size(0) : 1, cols = p.numel() / rows;
+    const std::int64_t r = std::min<std::int64_t>({4, rows, cols});
+    floats += p.dim() >= 2 && 2 * (rows + cols) * r <= rows * cols ? (rows + cols) * r : p.numel();
+  }
+  return 4 * floats;
+}
 
 class CompressedTraining : public ::testing::TestWithParam<TrainingCase> {};
 
@@ -450,6 +478,19 @@ TEST_P(CompressedTraining, Lenet5TrainsOnTwoRanks) {
     EXPECT_TRUE(torch::equal(out[0].params[i], out[1].params[i])) << "parameter " << i;
   }
   EXPECT_TRUE(moved);
+  if (config.strategy.name != "allreduce") return;
+  // The buckets as the strategy plans them: last parameter first, capped in bytes.
+  std::vector<std::size_t> bytes;
+  for (const auto& p : out[0].params) bytes.push_back(p.numel() * p.element_size());
+  const auto plan = plan_buckets(bytes, config.strategy.first_bucket_mb * (1 << 20),
+                                 config.strategy.bucket_mb * (1 << 20));
+  std::size_t per_step = 0;
+  for (const auto& bucket : plan.buckets) {
+    std::vector<torch::Tensor> params;
+    for (std::size_t p : bucket) params.push_back(out[0].params[p]);
+    per_step += payload_bytes(config.compress.name, params, config.compress.ratio) + 4;
+  }
+  EXPECT_EQ(out[0].result.bytes_sent, 4 * per_step) << plan.buckets.size() << " buckets";
 }
 
 std::vector<TrainingCase> training_cases() {
