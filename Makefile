@@ -28,8 +28,10 @@ run: setup data $(BUILD)/build.ninja
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# One slot per core: most tests keep one core busy or wait; those that need more say so
+# (cmake/test_resources.cmake).
 test: build
-	ctest --test-dir $(BUILD) --output-on-failure --timeout 900
+	ctest --test-dir $(BUILD) --output-on-failure --timeout 900 -j $(shell nproc)
 
 # The whole suite under each CPU kernel choice of LibTorch and OpenBLAS (docs/testing.md).
 test-kernels: build

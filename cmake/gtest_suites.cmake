@@ -22,10 +22,12 @@ function(distml_gtest_suites target)
             -D workdir=${CMAKE_CURRENT_BINARY_DIR} -P ${DISTML_LIST_GTEST_SUITES}
     BYPRODUCTS ${suites}
     VERBATIM)
-  # ctest reads this at start: the suites once built, else one test that says so.
+  # ctest reads this at start: the suites once built, with what each needs of the machine
+  # (cmake/test_resources.cmake, read then), else one test that says so.
   set(include "${CMAKE_CURRENT_BINARY_DIR}/${target}_include.cmake")
   file(WRITE ${include}
-       "if(EXISTS \"${suites}\")\n  include(\"${suites}\")\nelse()\n"
+       "if(EXISTS \"${suites}\")\n  include(\"${CMAKE_CURRENT_FUNCTION_LIST_DIR}/test_resources.cmake\")\n"
+       "  include(\"${suites}\")\nelse()\n"
        "  add_test(${target}_NOT_BUILT ${target}_NOT_BUILT)\nendif()\n")
   set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES ${include})
 endfunction()

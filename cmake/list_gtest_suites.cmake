@@ -15,7 +15,8 @@ foreach(line IN LISTS lines)
     string(APPEND tests
            "add_test([==[${name}]==] [==[${exe}]==] [==[--gtest_filter=${CMAKE_MATCH_1}.*]==])\n"
            "set_tests_properties([==[${name}]==] PROPERTIES TIMEOUT ${timeout} "
-           "WORKING_DIRECTORY [==[${workdir}]==])\n")
+           "WORKING_DIRECTORY [==[${workdir}]==])\n"
+           "distml_test_resources_for([==[${name}]==])\n")
   endif()
 endforeach()
 if(tests STREQUAL "")

@@ -1,0 +1,72 @@
+# What each test needs of the machine, for `make test`'s parallel ctest (one slot per core,
+# ctest -j N). Measured on 2 cores with scripts/test_cpu_share.py (each test alone: its and its
+# children's CPU seconds over its wall seconds): almost every test keeps one core busy or less,
+# so two run side by side in about half the time; a few keep both busy and run alone.
+#
+#  - On every core (PROCESSORS 2, so alone on 2 cores): above 1.35 cores measured, and the
+#    tests that compile (fuzz.build, the custom loop) with a build tool's parallel jobs.
+#  - Against a deadline (RESOURCE_LOCK deadline: never two at once): tests whose verdict is a
+#    time limit (a stalled or lost rank named, a job ended, a process started within so many
+#    seconds). They mostly wait; beside them runs at most one other test, on the other core.
+#
+# distml_test_resources_for(NAME) sets a test's properties: the gtest suites' lists call it
+# when ctest reads them (cmake/list_gtest_suites.cmake), and distml_test_resources() at the
+# end of a CMakeLists.txt for the tests it added.
+set(DISTML_TESTS_ON_EVERY_CORE
+    "^cli\\.ProgramConnectsWithTheLaunchersEngine\\.mpi$"
+    "^cli\\.rl\\.OwnEnvironment$"
+    "^cli\\.train\\.StrategiesMpiThreeRanks$"
+    "^cli\\.CustomLoopBuildsAgainstTheInstalledPackage$"
+    "^fuzz\\.build$"
+    "^gloo\\.WorldSizes/GlooCollectives$"
+    "^ml\\.LogisticRegression$"
+    "^ml\\.RandomForest$"
+    "^mpi\\.faults\\.late_communicator\\."
+    "^mpi\\.faults\\.mismatched_lengths\\."
+    "^mpi\\.tests\\."
+    "^rl\\.Learning$"
+    "^rl\\.VectorEnv$"
+    "^rl\\.ExecEnv$"  # its environment processes must start within 0.5 s
+    "^train\\.ModelsOptimizersWorlds/ZeroEquivalence$"
+    "^train\\.WorkersServers/PsBsp$"
+    "^train\\.ZeroStrategy$"
+    "^unit\\.HostsByRanks/HierarchicalAllreduce$"
+    "^unit\\.WorldSizes/LocalCollectives$")
+set(DISTML_TESTS_AGAINST_A_DEADLINE
+    "^ops\\.restart\\.(never-joins|host-lost|stall\\.)"
+    "^cli\\.SignalReachesEveryRank\\."
+    "^cli\\.train\\.PipelineStall"
+    "^cli\\.NetnsClusterRunsAcrossHostsAndCleansUp$"
+    "^cli\\.slurm\\."
+    "^unit\\.(Faults|TimelineExchange)$"
+    "^gloo\\.GlooFaults$"
+    "^mpi\\.faults\\."
+    "^rl\\.(LostActor|ExecEnv)$")
+
+# Sets the properties the test `name` needs, if any.
+function(distml_test_resources_for name)
+  set(props "")
+  foreach(pattern IN LISTS DISTML_TESTS_ON_EVERY_CORE)
+    if(name MATCHES "${pattern}")
+      list(APPEND props PROCESSORS 2)
+      break()
+    endif()
+  endforeach()
+  foreach(pattern IN LISTS DISTML_TESTS_AGAINST_A_DEADLINE)
+    if(name MATCHES "${pattern}")
+      list(APPEND props RESOURCE_LOCK deadline)
+      break()
+    endif()
+  endforeach()
+  if(props)
+    set_tests_properties("${name}" PROPERTIES ${props})
+  endif()
+endfunction()
+
+# Every test the calling directory has added.
+function(distml_test_resources)
+  get_property(tests DIRECTORY PROPERTY TESTS)
+  foreach(test IN LISTS tests)
+    distml_test_resources_for(${test})
+  endforeach()
+endfunction()
