@@ -37,34 +37,34 @@ constexpr int kRows = 6;  // samples per rank per step
 // equal replicas, about 1e-2 of their norm apart: 1e-11 / 1e-2 of it, rounded up to 1e-8.
 constexpr double kBound = 1e-11, kDistanceBound = 1e-8;
 
-struct NetImpl : torch::nn::Module {
-  NetImpl() {
+struct TwoLayerNetImpl : torch::nn::Module {
+  TwoLayerNetImpl() {
     fc1 = register_module("fc1", torch::nn::Linear(12, 16));
     fc2 = register_module("fc2", torch::nn::Linear(16, 3));
   }
   torch::Tensor forward(torch::Tensor x) { return fc2(torch::relu(fc1(x))); }
   torch::nn::Linear fc1{nullptr}, fc2{nullptr};
 };
-TORCH_MODULE(Net);
+TORCH_MODULE(TwoLayerNet);
 
-struct Data {
+struct Rows {
   torch::Tensor x, y;
 };
 
-Data make_data(int rows) {
+Rows make_data(int rows) {
   auto gen = torch::make_generator<at::CPUGeneratorImpl>(7);
   return {torch::randn({rows, 12}, gen, torch::kFloat64), torch::randint(0, 3, {rows}, gen)};
 }
 
-Net initial_net(std::uint64_t seed) {
+TwoLayerNet initial_net(std::uint64_t seed) {
   torch::manual_seed(seed);
-  Net net;
+  TwoLayerNet net;
   net->to(torch::kFloat64);
   return net;
 }
 
-Net copy_of(const Net& from) {
-  Net net;
+TwoLayerNet copy_of(const TwoLayerNet& from) {
+  TwoLayerNet net;
   net->to(torch::kFloat64);
   torch::NoGradGuard no_grad;
   auto src = from->parameters(), dst = net->parameters();
@@ -75,13 +75,13 @@ Net copy_of(const Net& from) {
 torch::optim::SGDOptions sgd_options() { return torch::optim::SGDOptions(0.1).momentum(0.9); }
 
 // The test's own flattening, independent of replicas.h.
-torch::Tensor flatten(const Net& net) {
+torch::Tensor flatten(const TwoLayerNet& net) {
   std::vector<torch::Tensor> parts;
   for (auto& p : net->parameters()) parts.push_back(p.detach().reshape(-1));
   return torch::cat(parts);
 }
 
-void assign(const Net& net, const torch::Tensor& flat) {
+void assign(const TwoLayerNet& net, const torch::Tensor& flat) {
   torch::NoGradGuard no_grad;
   std::int64_t offset = 0;
   for (auto& p : net->parameters()) {
@@ -91,7 +91,7 @@ void assign(const Net& net, const torch::Tensor& flat) {
 }
 
 // Loss of rank `rank`'s shard of step `k` (0-based) of a `world`-rank run.
-torch::Tensor shard_loss(Net net, const Data& d, int world, int rank, int k) {
+torch::Tensor shard_loss(TwoLayerNet net, const Rows& d, int world, int rank, int k) {
   const int begin = (k * world + rank) * kRows;
   return torch::nn::functional::cross_entropy(net->forward(d.x.narrow(0, begin, kRows)),
                                               d.y.narrow(0, begin, kRows));
@@ -117,9 +117,9 @@ struct RankRun {
 };
 
 // The rank's side: `steps` SGD steps on its shards with `strategy`'s hooks, then reconcile().
-RankRun run_strategy(Strategy& strategy, const Net& init, const Data& d, comm::Communicator& comm,
+RankRun run_strategy(Strategy& strategy, const TwoLayerNet& init, const Rows& d, comm::Communicator& comm,
                      int steps) {
-  Net net = copy_of(init);
+  TwoLayerNet net = copy_of(init);
   torch::optim::SGD opt(net->parameters(), sgd_options());
   strategy.setup(nn::tensors_of(*net));
   RankRun out;
@@ -155,7 +155,7 @@ std::vector<RankRun> collect(int world, Fn fn) {
 // The reference: `world` replicas, each a single-rank SGD loop on its rank's shards.
 class Replicas {
  public:
-  Replicas(const Net& init, int world) {
+  Replicas(const TwoLayerNet& init, int world) {
     for (int i = 0; i < world; ++i) {
       nets_.push_back(copy_of(init));
       opts_.push_back(
@@ -164,7 +164,7 @@ class Replicas {
   }
   int size() const { return static_cast<int>(nets_.size()); }
   // Gradients of step k on every replica.
-  void backward(const Data& d, int k) {
+  void backward(const Rows& d, int k) {
     for (int i = 0; i < size(); ++i) {
       opts_[i]->zero_grad();
       shard_loss(nets_[i], d, size(), i, k).backward();
@@ -217,11 +217,11 @@ class Replicas {
     return out;
   }
 
-  std::vector<Net> nets_;
+  std::vector<TwoLayerNet> nets_;
   std::vector<std::unique_ptr<torch::optim::SGD>> opts_;
 };
 
-std::size_t parameter_bytes(const Net& net) {
+std::size_t parameter_bytes(const TwoLayerNet& net) {
   std::size_t n = 0;
   for (auto& p : net->parameters()) n += p.numel() * p.element_size();
   return n;
@@ -236,8 +236,8 @@ using LocalSgdStrategyTest = StrategyTest;
 
 void expect_local_sgd_like_reference(int world, bool average_state) {
   const int steps = 10, period = 4;
-  const Net init = initial_net(21);
-  const Data data = make_data(steps * world * kRows);
+  const TwoLayerNet init = initial_net(21);
+  const Rows data = make_data(steps * world * kRows);
   Replicas ref(init, world);
   std::vector<std::vector<torch::Tensor>> want(steps);
   for (int k = 0; k < steps; ++k) {
@@ -302,8 +302,8 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, LocalSgdStrategyTest, ::testing::Values(2, 
 // the last average by most of its 90% unsent share.
 TEST_P(LocalSgdStrategyTest, CompressedReconcileInstallsTheExactMean) {
   const int world = GetParam(), steps = 6;
-  const Net init = initial_net(21);
-  const Data data = make_data(steps * world * kRows);
+  const TwoLayerNet init = initial_net(21);
+  const Rows data = make_data(steps * world * kRows);
   for (const char* name : {"topk", "powersgd"}) {
     compress::CompressOptions compress;
     compress.name = name;
@@ -328,8 +328,8 @@ using PostLocalSgdStrategyTest = StrategyTest;
 
 TEST_P(PostLocalSgdStrategyTest, WarmupIsSynchronousSgdThenLocalSgd) {
   const int world = GetParam(), steps = 8, warmup = 3, period = 2;
-  const Net init = initial_net(22);
-  const Data data = make_data(steps * world * kRows);
+  const TwoLayerNet init = initial_net(22);
+  const Rows data = make_data(steps * world * kRows);
   Replicas ref(init, world);
   std::vector<std::vector<torch::Tensor>> want(steps);
   for (int k = 0; k < steps; ++k) {
@@ -378,8 +378,8 @@ using EasgdStrategyTest = StrategyTest;
 
 TEST_P(EasgdStrategyTest, AlphaZeroIsIndependentSgdOnEachShard) {
   const int world = GetParam(), steps = 7;
-  const Net init = initial_net(23);
-  const Data data = make_data(steps * world * kRows);
+  const TwoLayerNet init = initial_net(23);
+  const Rows data = make_data(steps * world * kRows);
   Replicas ref(init, world);  // each replica is a single rank trained alone on its shards
   for (int k = 0; k < steps; ++k) {
     ref.backward(data, k);
@@ -402,8 +402,8 @@ TEST_P(EasgdStrategyTest, AlphaZeroIsIndependentSgdOnEachShard) {
 TEST_P(EasgdStrategyTest, ElasticUpdateEqualsTheFormula) {
   const int world = GetParam(), steps = 7, period = 2;
   const double alpha = 0.2;  // world x alpha <= 0.8
-  const Net init = initial_net(24);
-  const Data data = make_data(steps * world * kRows);
+  const TwoLayerNet init = initial_net(24);
+  const Rows data = make_data(steps * world * kRows);
   Replicas ref(init, world);
   auto centre = flatten(init);
   std::vector<std::vector<torch::Tensor>> want(steps);
@@ -505,8 +505,8 @@ TEST_P(GossipStrategyTest, EqualsTheMixingFormulaThenReconcilesToTheAverage) {
     for (int i = 0; i < world; ++i) column += w[i][j];
     ASSERT_NEAR(column, 1, 1e-12) << "column " << j;
   }
-  const Net init = initial_net(25);
-  const Data data = make_data(steps * world * kRows);
+  const TwoLayerNet init = initial_net(25);
+  const Rows data = make_data(steps * world * kRows);
   Replicas ref(init, world);
   std::vector<std::vector<torch::Tensor>> want(steps);
   for (int k = 0; k < steps; ++k) {
@@ -566,11 +566,11 @@ using GossipMixingTest = StrategyTest;
 
 TEST_P(GossipMixingTest, OneCompleteMixingStepIsTheAllreduceAverage) {
   const int world = GetParam();
-  const Net init = initial_net(26);
+  const TwoLayerNet init = initial_net(26);
   std::mutex mutex;
   std::vector<double> differences(world);
   comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
-    Net net = copy_of(init);
+    TwoLayerNet net = copy_of(init);
     torch::optim::SGD opt(net->parameters(), sgd_options());
     GossipStrategy strategy(comm, GossipTopology::complete);
     strategy.setup(nn::tensors_of(*net));
