@@ -8,6 +8,9 @@
 #  - Against a deadline (RESOURCE_LOCK deadline: never two at once): tests whose verdict is a
 #    time limit (a stalled or lost rank named, a job ended, a process started within so many
 #    seconds). They mostly wait; beside them runs at most one other test, on the other core.
+#    They start first (COST: ctest starts the costliest first), one after another, so that
+#    each waits beside other tests; declared order ran the last three alone at the end, about
+#    a minute with a core idle.
 #
 # distml_test_resources_for(NAME) sets a test's properties: the gtest suites' lists call it
 # when ctest reads them (cmake/list_gtest_suites.cmake), and distml_test_resources() at the
@@ -54,7 +57,7 @@ function(distml_test_resources_for name)
   endforeach()
   foreach(pattern IN LISTS DISTML_TESTS_AGAINST_A_DEADLINE)
     if(name MATCHES "${pattern}")
-      list(APPEND props RESOURCE_LOCK deadline)
+      list(APPEND props RESOURCE_LOCK deadline COST 1000)
       break()
     endif()
   endforeach()
