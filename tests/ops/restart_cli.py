@@ -4,7 +4,8 @@
                number of steps as an uninterrupted run, and, since a resume is exact, end with
                the same parameters bit for bit (which is stronger than an accuracy within noise)
   corrupt      the newest of the kept checkpoints is damaged: the resume warns, naming it, and
-               continues from the one before, again ending where a straight run ends
+               continues from the one before, again ending where a straight run ends; with
+               all damaged, exit 2, which --max-restarts does not restart
   shrink STRAT 3 gloo ranks with --min-np 2 train for two epochs with strategy STRAT; rank 2
                is killed after the first checkpoint. The job must finish on 2 ranks with exit 0, and take exactly
                the steps that finish the interrupted epoch from the first sample the 3 ranks
@@ -12,7 +13,8 @@
                checked in the sampler's tests: none skipped or repeated)
   rl           distml rl ppo at 2 gloo ranks with --max-restarts 1; rank 1 is killed after the
                first checkpoint: exit 0 after one restart, as many env steps as a straight run
-  refused      --max-restarts without a checkpoint directory or on the local engine, and
+  refused      --max-restarts without a checkpoint directory, with checkpoints only at the end
+               (train.checkpoint_every = 0) or on the local engine, and
                --min-np for a strategy that cannot shrink: exit 2
   never-joins  rank 0 of a 2-rank gloo world starts alone: it must end (exit non-zero, naming
                rank 1) within train.timeout_s + 10 s
@@ -176,6 +178,10 @@ def corrupt(distml, d, cfg):
     p = run(distml, *common, "--resume", ckpt, expect_rc=2)
     if "no checkpoint is whole" not in p.stderr:
         sys.exit(f"FAIL: expected 'no checkpoint is whole':\n{p.stderr}")
+    # Under --max-restarts the same: exit 2 is the same at every start, so it is not restarted.
+    p = run(distml, *common, "--resume", ckpt, "--max-restarts", "2", expect_rc=2)
+    if "not restarted" not in p.stderr or "restart 1 of" in p.stderr:
+        sys.exit(f"FAIL: exit 2 under --max-restarts was restarted, or not said:\n{p.stderr}")
     print("ok: a damaged newest checkpoint is skipped with a warning; the one before resumes")
 
 
@@ -239,21 +245,26 @@ def refused(distml, d, cfg):
             expect_rc=2)
     if "set train.checkpoint_dir" not in p.stderr:
         sys.exit(f"FAIL: --max-restarts without checkpoints:\n{p.stderr}")
+    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "2", "--max-restarts", "1",
+            "--set", f"train.checkpoint_dir={d}/c", expect_rc=2)
+    if "train.checkpoint_every = 0" not in p.stderr:
+        sys.exit(f"FAIL: --max-restarts with a checkpoint only at the end:\n{p.stderr}")
     p = run(distml, "--config", cfg, "--engine", "local", "--np", "2", "--max-restarts", "1",
             "--set", f"train.checkpoint_dir={d}/c", expect_rc=2)
     if "local engine" not in p.stderr:
         sys.exit(f"FAIL: --max-restarts on the local engine:\n{p.stderr}")
-    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "3", "--min-np", "2", "--set",
-            f"train.checkpoint_dir={d}/c", "--set", "strategy.name=ps", "--set",
+    every = ["--set", "train.checkpoint_every=40"]
+    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "3", "--min-np", "2", *every,
+            "--set", f"train.checkpoint_dir={d}/c", "--set", "strategy.name=ps", "--set",
             "data.dataset=csv", "--set", f"data.path={d}/never_read.csv", expect_rc=2)
     if "--min-np: strategy ps" not in p.stderr:
         sys.exit(f"FAIL: --min-np with a strategy that cannot shrink:\n{p.stderr}")
-    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "3", "--min-np", "2", "--set",
-            f"train.checkpoint_dir={d}/c", expect_rc=2)
+    p = run(distml, "--config", cfg, "--engine", "gloo", "--np", "3", "--min-np", "2", *every,
+            "--set", f"train.checkpoint_dir={d}/c", expect_rc=2)
     if "--min-np: npz" not in p.stderr:
         sys.exit(f"FAIL: --min-np with data each rank reads in part:\n{p.stderr}")
-    print("ok: restarts without checkpoints or processes, and shrinking ps or npz data, are "
-          "refused")
+    print("ok: restarts without checkpoints (or with one only at the end) or processes, and "
+          "shrinking ps or npz data, are refused")
 
 
 def stall(distml, d, cfg, engine):

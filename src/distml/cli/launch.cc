@@ -344,16 +344,28 @@ bool mpirun_reported_failure(const std::string& stderr_tail) {
 // Runs the job (run_job(np)), and after a failure runs it again while restarts are left: each
 // start's ranks find the count in DISTML_RESTARTS and resume from their newest checkpoint. With
 // --min-np a lost rank is not replaced: the job goes on with one rank fewer while at least min_np
-// remain. An interrupt from outside is never restarted.
+// remain. An interrupt from outside is never restarted, nor exit code 2 (bad input, a
+// checkpoint that cannot resume: the same again at every start). Restart n waits 2^(n-1)
+// seconds, up to 32, so that a failure that repeats (a port still held, a peer still going
+// down) does not spin.
 int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job) {
   const int max_restarts =
       o.max_restarts >= 0 ? o.max_restarts : (o.min_np > 0 ? o.np - o.min_np : 0);
   int np = o.np;
   for (int restarts = 0;; ++restarts) {
+    if (restarts > 0)
+      std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(restarts - 1, 5)));
     ::setenv(kRestartsVar, std::to_string(restarts).c_str(), 1);
     const JobEnd end = run_job(np);
     if (end.code == 0 || end.interrupted) return end.code;
     const std::string cause = end.cause.empty() ? cat("exit code ", end.code) : end.cause;
+    if (end.code == 2 && max_restarts > 0) {  // what the ranks exit with (cli/main.cc)
+      std::fprintf(stderr,
+                   "distml launch: %s: a usage or data error, the same at every start; not "
+                   "restarted\n",
+                   cause.c_str());
+      return end.code;
+    }
     if (restarts == max_restarts) {
       if (max_restarts > 0)
         std::fprintf(stderr, "distml launch: %s; no restart left (%d done)\n", cause.c_str(),
@@ -573,9 +585,10 @@ bool stdout_is_terminal() {
 void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic) {
   command
       .add_option("--max-restarts", o.max_restarts,
-                  "When a rank dies (signal, out of memory, non-zero exit, lost host), stop the "
-                  "others and start the job again, up to N times; a run resumes from its newest "
-                  "whole checkpoint (train.checkpoint_dir, run.checkpoint_dir)")
+                  "When a rank dies (signal, out of memory, non-zero exit other than 2, lost "
+                  "host), stop the others and start the job again after 1, 2, 4 ... s, up to N "
+                  "times; a run resumes from its newest whole checkpoint (train.checkpoint_dir "
+                  "and train.checkpoint_every, run.* for rl). Exit 2 (bad input) is not restarted")
       ->check(CLI::NonNegativeNumber);
   if (!elastic) return;
   command
@@ -586,15 +599,22 @@ void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic) {
 }
 
 void check_restart_options(const LaunchOptions& s, const std::string& engine, bool np_given,
-                           const std::string& checkpoint_dir, const char* checkpoint_key) {
+                           const CheckpointKeys& checkpoints) {
   if (s.max_restarts <= 0 && s.min_np == 0) return;
   const char* flag = s.min_np > 0 ? "--min-np" : "--max-restarts";
   if (engine == "local")
     throw UsageError(cat(flag,
                          " restarts processes: the local engine runs ranks as threads of "
                          "one; use --engine mpi or gloo"));
-  if (checkpoint_dir.empty())
-    throw UsageError(cat(flag, " resumes from the newest checkpoint: set ", checkpoint_key));
+  const std::string section = checkpoints.section;
+  if (checkpoints.dir.empty())
+    throw UsageError(cat(flag, " resumes from the newest checkpoint: set ", section,
+                         ".checkpoint_dir (and ", section, ".checkpoint_every)"));
+  if (checkpoints.every <= 0)
+    throw UsageError(cat(flag, " resumes from the newest checkpoint, but with ", section,
+                         ".checkpoint_every = 0 the only one is written at the end: every "
+                         "restart would start over; set ",
+                         section, ".checkpoint_every"));
   if (!np_given && !std::getenv(kLaunchedVar))
     throw UsageError(cat(flag, " needs --np: distml then launches the ranks and restarts them"));
 }

@@ -63,11 +63,19 @@ int free_port();
 /// launches ranks, filling `o`.
 void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic = true);
 
+/// Where a command writes its checkpoints: `section`.checkpoint_dir and .checkpoint_every.
+struct CheckpointKeys {
+  const char* section;  // "train" or "run"
+  const std::string& dir;
+  std::int64_t every;
+};
+
 /// UsageError when the restart options in `s` cannot work: on the local engine (its ranks are
-/// threads), without a checkpoint to resume from (`checkpoint_dir`, set by `checkpoint_key`),
-/// or without --np outside a launched job (nothing would start the ranks again).
+/// threads), without a checkpoint folder to resume from, with checkpoints only at the end
+/// (every restart would start over), or without --np outside a launched job (nothing would
+/// start the ranks again).
 void check_restart_options(const LaunchOptions& s, const std::string& engine, bool np_given,
-                           const std::string& checkpoint_dir, const char* checkpoint_key);
+                           const CheckpointKeys& checkpoints);
 
 /// If `np` > 0 and this process was not itself launched, re-runs the current command line
 /// (minus --np) under `distml launch -n np --engine engine` with the restart options of

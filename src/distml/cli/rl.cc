@@ -175,8 +175,8 @@ void run(RlOptions o, int argc, char** argv) {
   }
   if (!config.run.resume.empty() && config.run.checkpoint_dir.empty())
     config.run.checkpoint_dir = config.run.resume;  // a resumed run goes on saving there
-  check_restart_options(o.supervision, o.engine, o.np_given, config.run.checkpoint_dir,
-                        "run.checkpoint_dir (and run.checkpoint_every)");
+  check_restart_options(o.supervision, o.engine, o.np_given,
+                        {"run", config.run.checkpoint_dir, config.run.checkpoint_every});
   const int restarts = restarts_so_far();
   // A restarted job resumes from its checkpoint where one was written (every rank sees the
   // same file on one machine; across hosts, put run.checkpoint_dir on a shared file system).

@@ -174,8 +174,8 @@ void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::C
 // Restarts resume from checkpoints, and need a launcher that can start the ranks again; a run
 // that shrinks needs a strategy and data that can go on with fewer ranks.
 void check_supervision(const TrainOptions& o, const train::TrainConfig& config) {
-  check_restart_options(o.supervision, o.engine, o.np_given, config.train.checkpoint_dir,
-                        "train.checkpoint_dir (and train.checkpoint_every)");
+  check_restart_options(o.supervision, o.engine, o.np_given,
+                        {"train", config.train.checkpoint_dir, config.train.checkpoint_every});
   if (o.supervision.min_np == 0) return;
   if (const auto why = train::why_it_cannot_shrink(config); !why.empty())
     throw UsageError(cat("--min-np: ", why, "; use --max-restarts to restart on all ranks"));
