@@ -75,7 +75,7 @@ AlgoConfig ppo_algo() {
 std::vector<torch::Tensor> row_gradient_scale(const PpoBatch& b, const AlgoConfig& algo) {
   const std::int64_t n = b.advantages.size(0);
   const auto a = b.advantages;
-  const auto normalised = ((a - a.mean()) / (a.std() + 1e-8)).abs() + 1;
+  const auto normalised = ((a - a.mean()) / (a.std() + 1e-8)).abs() + 1;  // CleanRL's formula
   std::vector<torch::Tensor> scale;
   ActorCritic net = policy_net();
   for (const auto& p : net->parameters()) scale.push_back(torch::zeros_like(p));
@@ -111,11 +111,16 @@ void expect_ranks_equal_one_process(int ranks) {
   const std::int64_t m = 5, n = ranks * m;
   const PpoBatch all = random_batch(n, m);
   const AlgoConfig algo = ppo_algo();
+  // The reference: one process's PPO loss on all n rows, their advantages normalised as
+  // CleanRL writes it (torch's mean and unbiased std), not by the code under test.
+  PpoBatch normalised = all;
+  normalised.advantages = (all.advantages - all.advantages.mean()) / (all.advantages.std() + 1e-8);
+  AlgoConfig given_advantages = algo;
+  given_advantages.normalize_advantages = false;
   ActorCritic reference = policy_net();
-  PpoLoss one{};
-  comm::local::run_ranks(1, {}, [&](comm::Communicator& comm) {
-    one = ppo_minibatch_gradient(*reference, all, torch::arange(n), algo, comm);
-  });
+  const PpoLoss one = ppo_loss(*reference, normalised, torch::arange(n), given_advantages);
+  reference->zero_grad();
+  one.total.backward();
   const std::vector<torch::Tensor> expected = gradients(*reference);
   const std::vector<torch::Tensor> scale = row_gradient_scale(all, algo);
 
