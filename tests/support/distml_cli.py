@@ -4,9 +4,11 @@ import subprocess
 import sys
 
 
-def run(distml, *args, expect_rc=0):
-    """`distml train ARGS`; exits the test with its output unless it returns `expect_rc`."""
-    p = subprocess.run([distml, "train", *args], capture_output=True, text=True, timeout=300)
+def run(distml, *args, expect_rc=0, env=None):
+    """`distml train ARGS` (in `env`, when given); exits the test with its output unless it
+    returns `expect_rc`."""
+    p = subprocess.run([distml, "train", *args], capture_output=True, text=True, timeout=300,
+                       env=env)
     if p.returncode != expect_rc:
         sys.exit(f"FAIL: distml train {' '.join(args)} exited {p.returncode}, expected "
                  f"{expect_rc}\n{p.stdout[-3000:]}\n{p.stderr[-3000:]}")

@@ -16,8 +16,8 @@ namespace {
 using data::testing::TempDir;
 using Skipped = std::vector<std::pair<std::string, std::string>>;
 
-// The payload starts after the 20-byte header (checkpoint_file.h).
-constexpr std::streamoff kInsidePayload = 22;
+// The payload starts after the 36-byte header (checkpoint_file.h).
+constexpr std::streamoff kInsidePayload = 38;
 
 void damage_byte(const std::string& path, std::streamoff at) {
   std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
@@ -40,12 +40,38 @@ TEST(CheckpointDir, ListsOnlyCheckpointFilesNewestFirstByStep) {
 TEST(CheckpointDir, KeepsTheNewestAndLeavesOtherFiles) {
   TempDir dir;
   const std::string root = std::filesystem::path(dir.file("x")).parent_path().string();
-  for (long step : {10, 20, 30, 40}) write_checked_file(checkpoint_file(root, step), "x");
+  for (long step : {10, 20, 30, 40}) write_checked_file(checkpoint_file(root, step), "x", "me");
   std::ofstream(root + "/notes.txt") << "mine";
-  keep_newest_checkpoints(root, 2);
+  keep_newest_checkpoints(root, 2, "me");
   EXPECT_EQ(checkpoints_newest_first(root),
             (std::vector<std::string>{checkpoint_file(root, 40), checkpoint_file(root, 30)}));
   EXPECT_TRUE(std::filesystem::exists(root + "/notes.txt"));
+}
+
+// What an older run left (steps 80 and 120, one without a run id as earlier releases wrote
+// them) stays: a run deletes only its own files, even where the others have higher steps.
+TEST(CheckpointDir, KeepsOnlyItsOwnNewestAndNeverDeletesAnotherRunsFiles) {
+  TempDir dir;
+  const std::string root = std::filesystem::path(dir.file("x")).parent_path().string();
+  write_checked_file(checkpoint_file(root, 80), "old", "old-run");
+  write_checked_file(checkpoint_file(root, 120), "older");
+  for (long step : {20, 40, 60}) write_checked_file(checkpoint_file(root, step), "new", "new-run");
+  keep_newest_checkpoints(root, 2, "new-run");
+  EXPECT_EQ(checkpoints_newest_first(root),
+            (std::vector<std::string>{checkpoint_file(root, 120), checkpoint_file(root, 80),
+                                      checkpoint_file(root, 60), checkpoint_file(root, 40)}));
+  EXPECT_EQ(checkpoints_of_run(root, "new-run"),
+            (std::vector<std::string>{checkpoint_file(root, 60), checkpoint_file(root, 40)}));
+}
+
+TEST(CheckpointDir, ReadsTheNewestOfOneRunWhenAsked) {
+  TempDir dir;
+  const std::string root = std::filesystem::path(dir.file("x")).parent_path().string();
+  write_checked_file(checkpoint_file(root, 40), "mine", "me");
+  write_checked_file(checkpoint_file(root, 80), "another run's", "other");
+  EXPECT_EQ(read_newest_checkpoint(root, {}, "me").payload, "mine");
+  EXPECT_EQ(read_newest_checkpoint(root, {}).payload, "another run's");
+  EXPECT_THROW(read_newest_checkpoint(root, {}, "third"), CheckpointError);
 }
 
 TEST(CheckpointDir, SkipsADamagedNewestCheckpointForTheOneBefore) {

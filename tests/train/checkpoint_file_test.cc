@@ -1,6 +1,7 @@
 #include "distml/train/checkpoint_file.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -15,6 +16,9 @@ namespace distml::train {
 namespace {
 
 using data::testing::TempDir;
+
+// The header of checkpoint_file.h: magic, payload size, CRC-32, the writer's run id.
+constexpr std::size_t kHeaderBytes = 8 + 8 + 4 + 16;
 
 // The message of the CheckpointError that `f` throws, after checking it contains every part.
 std::string checkpoint_error_of(const std::function<void()>& f,
@@ -61,14 +65,47 @@ TEST(CheckedFile, RoundTripsBinaryPayload) {
   const std::string payload("step\0\xff\x01 state", 13);
   write_checked_file(dir.file("a.ckpt"), payload);
   EXPECT_EQ(read_checked_file(dir.file("a.ckpt")), payload);
-  EXPECT_EQ(read_raw(dir.file("a.ckpt")).substr(0, 8), "DMLCKPT1");
+  EXPECT_EQ(read_raw(dir.file("a.ckpt")).substr(0, 8), "DMLCKPT2");
+}
+
+TEST(CheckedFile, HoldsItsWritersRunIdInTheHeader) {
+  TempDir dir;
+  write_checked_file(dir.file("a.ckpt"), "payload", "run-7");
+  write_checked_file(dir.file("b.ckpt"), "payload");
+  EXPECT_EQ(checked_file_run_id(dir.file("a.ckpt")), "run-7");
+  EXPECT_EQ(checked_file_run_id(dir.file("b.ckpt")), "");
+  EXPECT_EQ(checked_file_run_id(dir.file("missing.ckpt")), std::nullopt);
+  EXPECT_EQ(checked_file_run_id(dir.write("foreign.bin", "PK\x03\x04 zip")), std::nullopt);
+  // The checksum covers the run id: a damaged id is a damaged file, not another run's.
+  std::string bytes = read_raw(dir.file("a.ckpt"));
+  bytes[kHeaderBytes - 2] ^= 0x01;
+  write_raw(dir.file("a.ckpt"), bytes);
+  checkpoint_error_of([&] { read_checked_file(dir.file("a.ckpt")); }, {"checksum"});
+  checkpoint_error_of([&] { write_checked_file(dir.file("c.ckpt"), "x", "seventeen-chars-x"); },
+                      {"longer than 16 bytes"});
+}
+
+// A file of the first version (DMLCKPT1: magic, size, CRC-32 of the payload; no run id), as
+// earlier releases wrote it, built here byte by byte.
+TEST(CheckedFile, ReadsTheFirstVersionWithoutARunId) {
+  TempDir dir;
+  const std::string payload = "old weights";
+  std::string bytes = "DMLCKPT1";
+  for (int i = 0; i < 8; ++i)
+    bytes.push_back(static_cast<char>((payload.size() >> (8 * i)) & 0xff));
+  const auto crc = static_cast<std::uint32_t>(
+      crc32_z(0, reinterpret_cast<const Bytef*>(payload.data()), payload.size()));
+  for (int i = 0; i < 4; ++i) bytes.push_back(static_cast<char>((crc >> (8 * i)) & 0xff));
+  const std::string path = dir.write("v1.ckpt", bytes + payload);
+  EXPECT_EQ(read_checked_file(path), payload);
+  EXPECT_EQ(checked_file_run_id(path), "");
 }
 
 TEST(CheckedFile, RoundTripsEmptyPayload) {
   TempDir dir;
   write_checked_file(dir.file("empty.ckpt"), "");
   EXPECT_EQ(read_checked_file(dir.file("empty.ckpt")), "");
-  EXPECT_EQ(std::filesystem::file_size(dir.file("empty.ckpt")), 20u);
+  EXPECT_EQ(std::filesystem::file_size(dir.file("empty.ckpt")), kHeaderBytes);
 }
 
 TEST(CheckedFile, RoundTripsTenMegabytePayload) {
@@ -91,7 +128,7 @@ TEST(CheckedFile, OverwriteKeepsOnlyNewContentAndNoTemporaryFiles) {
   write_checked_file(path, binary_payload(5000));
   write_checked_file(path, "short");
   EXPECT_EQ(read_checked_file(path), "short");
-  EXPECT_EQ(std::filesystem::file_size(path), 20u + 5u);
+  EXPECT_EQ(std::filesystem::file_size(path), kHeaderBytes + 5u);
   EXPECT_TRUE(temporary_files_in(dir.file("")).empty());
 }
 
@@ -115,7 +152,7 @@ TEST(CheckedFile, TruncatedPayloadReportsExpectedAndFoundBytes) {
   TempDir dir;
   const std::string path = dir.file("a.ckpt");
   write_checked_file(path, binary_payload(100));
-  std::filesystem::resize_file(path, 20 + 97);
+  std::filesystem::resize_file(path, kHeaderBytes + 97);
   checkpoint_error_of([&] { read_checked_file(path); },
                       {path, "truncated", "expected 100 payload bytes, found 97"});
 }
@@ -124,7 +161,7 @@ TEST(CheckedFile, TruncatedHeaderIsTruncatedNotForeign) {
   TempDir dir;
   const std::string path = dir.file("a.ckpt");
   write_checked_file(path, "payload");
-  for (std::uintmax_t size : {12, 5, 0}) {  // shrinking only: growing pads with zeros
+  for (std::uintmax_t size : {30, 12, 5, 0}) {  // shrinking only: growing pads with zeros
     std::filesystem::resize_file(path, size);
     checkpoint_error_of([&] { read_checked_file(path); }, {path, "truncated"});
   }
@@ -135,7 +172,7 @@ TEST(CheckedFile, FlippedPayloadByteFailsChecksum) {
   const std::string path = dir.file("a.ckpt");
   write_checked_file(path, binary_payload(1000));
   std::string bytes = read_raw(path);
-  bytes[20 + 500] ^= 0x10;
+  bytes[kHeaderBytes + 500] ^= 0x10;
   write_raw(path, bytes);
   const std::string message =
       checkpoint_error_of([&] { read_checked_file(path); }, {path, "checksum", "stored crc 0x"});

@@ -1,12 +1,14 @@
 #include "distml/core/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "distml/core/error.h"
 
@@ -41,6 +43,12 @@ class FileDescriptor {
   int fd_;
 };
 
+std::string host_name() {
+  char name[256] = {};
+  ::gethostname(name, sizeof name - 1);
+  return name;
+}
+
 // 0 on success, else the errno of the failed write.
 int write_all(int fd, std::string_view bytes) {
   while (!bytes.empty()) {
@@ -70,7 +78,9 @@ void write_file_atomically(const std::string& path,
         cat("cannot create directory ", dir.string(), " for ", path, ": ", ec.message()));
   }
 
-  const std::string tmp = cat(path, ".tmp.", ::getpid());
+  // The writer in the name, so that a file left by a writer that died can be told from one
+  // being written (remove_stale_temporary_files).
+  const std::string tmp = cat(path, ".tmp.", ::getpid(), "@", host_name());
   FileDescriptor file(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
   if (file.get() < 0) throw_os_error(errno, "cannot create ", tmp);
   auto fail = [&](int err, const auto&... what) {
@@ -92,6 +102,23 @@ void write_file_atomically(const std::string& path,
     const int err = errno;
     throw_os_error(err, "wrote ", path, " but cannot sync its directory ", dir.string());
   }
+}
+
+std::vector<std::string> remove_stale_temporary_files(const std::string& dir) {
+  static const std::regex pattern(R"(.+\.tmp\.(\d{1,9})(@(.+))?)");
+  const std::string here = host_name();
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    std::smatch m;
+    const std::string name = entry.path().filename().string();
+    if (!std::regex_match(name, m, pattern) || (m[2].matched && m[3].str() != here)) continue;
+    const auto pid = static_cast<pid_t>(std::stoll(m[1].str()));
+    const bool alive = pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM;
+    std::error_code gone;
+    if (!alive && std::filesystem::remove(entry.path(), gone)) removed.push_back(entry.path());
+  }
+  return removed;
 }
 
 std::vector<char> read_whole_file(const std::string& path) {

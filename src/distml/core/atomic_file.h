@@ -10,9 +10,15 @@
 namespace distml {
 
 /// Replaces `path` by `pieces` written one after another, through a temporary file in the same
-/// directory that is fsynced and renamed; creates the parent directory if missing.
+/// directory (`path`.tmp.PID@HOST) that is fsynced and renamed; creates the parent directory if
+/// missing.
 /// CheckpointError naming the path and the OS error; then `path` is untouched.
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> pieces);
+
+/// Removes the temporary files of write_file_atomically in `dir` whose writer is dead: written
+/// on this host by a process that no longer runs (or, of the older form `path`.tmp.PID, by a
+/// process of no host's name). Returns their paths; a file that will not go is left.
+std::vector<std::string> remove_stale_temporary_files(const std::string& dir);
 
 /// The bytes of `path`; CheckpointError naming it and the OS error.
 std::vector<char> read_whole_file(const std::string& path);

@@ -119,7 +119,7 @@ void RunMonitor::reached(std::int64_t env_steps, double value) {
 
 void RunMonitor::checkpoint(std::int64_t update, const std::string& payload) {
   const std::string path = checkpoint_path(config_.run.checkpoint_dir);
-  train::write_checked_file(path, payload);
+  train::write_checked_file(path, payload, this_run_id());
   hooks_.event({{"event", "checkpoint"}, {"update", update}, {"path", path}});
 }
 

@@ -32,8 +32,15 @@ std::vector<std::string> checkpoints_newest_first(const std::string& dir) {
   return paths;
 }
 
-void keep_newest_checkpoints(const std::string& dir, std::int64_t keep) {
-  const auto all = checkpoints_newest_first(dir);
+std::vector<std::string> checkpoints_of_run(const std::string& dir, const std::string& run_id) {
+  std::vector<std::string> own;
+  for (auto& path : checkpoints_newest_first(dir))
+    if (checked_file_run_id(path) == run_id) own.push_back(std::move(path));
+  return own;
+}
+
+void keep_newest_checkpoints(const std::string& dir, std::int64_t keep, const std::string& run_id) {
+  const auto all = checkpoints_of_run(dir, run_id);
   for (std::size_t i = static_cast<std::size_t>(std::max<std::int64_t>(keep, 1)); i < all.size();
        ++i) {
     std::error_code ec;
@@ -43,10 +50,13 @@ void keep_newest_checkpoints(const std::string& dir, std::int64_t keep) {
 
 CheckpointRead read_newest_checkpoint(
     const std::string& dir,
-    const std::function<void(const std::string&, const std::string&)>& skipped) {
-  const auto all = checkpoints_newest_first(dir);
+    const std::function<void(const std::string&, const std::string&)>& skipped,
+    const std::string& written_by) {
+  const auto all =
+      written_by.empty() ? checkpoints_newest_first(dir) : checkpoints_of_run(dir, written_by);
   if (all.empty())
-    throw CheckpointError(cat(dir, ": no checkpoint (checkpoint-<step>.dml) in this directory"));
+    throw CheckpointError(cat(dir, ": no checkpoint (checkpoint-<step>.dml) in this directory",
+                              written_by.empty() ? "" : cat(" written by run ", written_by)));
   std::string failures;
   for (const auto& path : all) {
     try {

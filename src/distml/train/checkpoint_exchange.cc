@@ -36,35 +36,45 @@ std::vector<RankState> gather_rank_states(const RankState& mine, comm::Communica
   return all;
 }
 
-void write_on_rank0(const std::string& path, const std::function<std::string()>& encode,
-                    comm::Communicator& comm) {
+void on_rank0_for_all(const std::function<void()>& work, const std::string& what,
+                      comm::Communicator& comm) {
   std::int32_t failed = 0;
-  std::string why;
+  std::exception_ptr error;
   if (comm.rank() == 0) {
     try {
-      write_checked_file(path, encode());
-    } catch (const std::exception& e) {
+      work();
+    } catch (const std::exception&) {
       failed = 1;
-      why = e.what();
+      error = std::current_exception();
     }
   }
   comm.broadcast(comm::Buffer{&failed, 1, comm::DType::i32}, 0);
   if (!failed) return;
-  if (comm.rank() == 0) throw CheckpointError(why);
-  throw CheckpointError(cat("rank 0 could not write the checkpoint ", path));
+  if (comm.rank() == 0) std::rethrow_exception(error);
+  throw CheckpointError(cat("rank 0 could not ", what));
 }
 
-CheckpointRead read_newest_on_rank0(const std::string& dir, comm::Communicator& comm) {
+void write_on_rank0(const std::string& path, const std::function<std::string()>& encode,
+                    const std::string& run_id, comm::Communicator& comm) {
+  on_rank0_for_all([&] { write_checked_file(path, encode(), run_id); },
+                   cat("write the checkpoint ", path), comm);
+}
+
+CheckpointRead read_newest_on_rank0(const std::string& dir, comm::Communicator& comm,
+                                    const std::string& written_by) {
   CheckpointRead read;
   std::string why;
   std::int64_t sizes[2] = {-1, 0};  // payload, path
   if (comm.rank() == 0) {
     try {
-      read = read_newest_checkpoint(dir, [](const std::string& path, const std::string& error) {
-        std::fprintf(stderr,
-                     "distml: warning: skipping checkpoint %s (%s); trying the one before\n",
-                     path.c_str(), error.c_str());
-      });
+      read = read_newest_checkpoint(
+          dir,
+          [](const std::string& path, const std::string& error) {
+            std::fprintf(stderr,
+                         "distml: warning: skipping checkpoint %s (%s); trying the one before\n",
+                         path.c_str(), error.c_str());
+          },
+          written_by);
       sizes[0] = static_cast<std::int64_t>(read.payload.size());
       sizes[1] = static_cast<std::int64_t>(read.path.size());
     } catch (const std::exception& e) {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <fstream>
 
 #include "distml/core/atomic_file.h"
 #include "distml/core/error.h"
@@ -11,8 +12,10 @@
 namespace distml::train {
 namespace {
 
-constexpr std::string_view kMagic = "DMLCKPT1";
-constexpr std::size_t kHeaderSize = 8 + 8 + 4;  // magic, payload size, crc
+constexpr std::string_view kMagic = "DMLCKPT2";
+constexpr std::string_view kMagicV1 = "DMLCKPT1";  // no run id: a 20-byte header
+constexpr std::size_t kHeaderSizeV1 = 8 + 8 + 4;   // magic, payload size, crc
+constexpr std::size_t kHeaderSize = kHeaderSizeV1 + kRunIdBytes;
 
 std::uint32_t crc_of(std::string_view bytes) {
   return static_cast<std::uint32_t>(
@@ -39,42 +42,90 @@ std::uint64_t get_le(const char* in, int bytes) {
 
 }  // namespace
 
-void write_checked_file(const std::string& path, std::string_view payload) {
+void write_checked_file(const std::string& path, std::string_view payload,
+                        std::string_view run_id) {
+  if (run_id.size() > kRunIdBytes)
+    throw CheckpointError(cat("cannot write ", path, ": run id '", run_id, "' is longer than ",
+                              kRunIdBytes, " bytes"));
+  std::string id(run_id);
+  id.resize(kRunIdBytes, '\0');
   std::string header(kMagic);
   put_le(header, payload.size(), 8);
-  put_le(header, crc_of(payload), 4);
+  put_le(header,
+         crc32_z(crc_of(id), reinterpret_cast<const Bytef*>(payload.data()), payload.size()), 4);
+  header += id;
   write_file_atomically(path, {header, payload});
 }
 
-std::string read_checked_file(const std::string& path) {
-  const std::vector<char> bytes = read_whole_file(path);
-  const std::string_view file(bytes.data(), bytes.size());
+namespace {
+
+struct CheckedFile {
+  std::string_view run_id;   // the header's, without its padding
+  std::string_view checked;  // what the crc covers
+  std::string_view payload;
+  std::uint64_t expected_size = 0;
+  std::uint32_t stored_crc = 0;
+};
+
+// The parts of a checked file of either version; CheckpointError when it is none.
+CheckedFile parse_checked(std::string_view file, const std::string& path) {
   // A file cut inside the magic still starts like one: call that truncated, not foreign.
-  if (file.substr(0, kMagic.size()) != kMagic.substr(0, file.size())) {
+  const auto starts_like = [&](std::string_view magic) {
+    return file.substr(0, magic.size()) == magic.substr(0, file.size());
+  };
+  const bool v1 = !starts_like(kMagic) && starts_like(kMagicV1);
+  if (!v1 && !starts_like(kMagic)) {
     throw CheckpointError(
         cat(path, ": not a distml checkpoint (does not start with ", kMagic, ")"));
   }
-  if (file.size() < kHeaderSize) {
-    throw CheckpointError(cat(path, ": truncated: expected a ", kHeaderSize, "-byte header, found ",
+  const std::size_t header = v1 ? kHeaderSizeV1 : kHeaderSize;
+  if (file.size() < header) {
+    throw CheckpointError(cat(path, ": truncated: expected a ", header, "-byte header, found ",
                               file.size(), " bytes"));
   }
-  const std::uint64_t expected = get_le(file.data() + 8, 8);
-  const auto stored_crc = static_cast<std::uint32_t>(get_le(file.data() + 16, 4));
-  const std::string_view payload = file.substr(kHeaderSize);
-  if (payload.size() < expected) {
-    throw CheckpointError(
-        cat(path, ": truncated: expected ", expected, " payload bytes, found ", payload.size()));
+  CheckedFile parts;
+  parts.expected_size = get_le(file.data() + 8, 8);
+  parts.stored_crc = static_cast<std::uint32_t>(get_le(file.data() + 16, 4));
+  parts.checked = file.substr(kHeaderSizeV1);
+  parts.payload = file.substr(header);
+  if (!v1) {
+    parts.run_id = file.substr(kHeaderSizeV1, kRunIdBytes);
+    parts.run_id = parts.run_id.substr(0, parts.run_id.find('\0'));
   }
-  if (payload.size() > expected) {
-    throw CheckpointError(cat(path, ": expected ", expected, " payload bytes, found ",
-                              payload.size(), " (extra bytes after the payload)"));
+  return parts;
+}
+
+}  // namespace
+
+std::string read_checked_file(const std::string& path) {
+  const std::vector<char> bytes = read_whole_file(path);
+  const CheckedFile file = parse_checked(std::string_view(bytes.data(), bytes.size()), path);
+  if (file.payload.size() < file.expected_size) {
+    throw CheckpointError(cat(path, ": truncated: expected ", file.expected_size,
+                              " payload bytes, found ", file.payload.size()));
   }
-  const std::uint32_t computed_crc = crc_of(payload);
-  if (computed_crc != stored_crc) {
-    throw CheckpointError(cat(path, ": checksum mismatch: stored crc ", hex32(stored_crc),
+  if (file.payload.size() > file.expected_size) {
+    throw CheckpointError(cat(path, ": expected ", file.expected_size, " payload bytes, found ",
+                              file.payload.size(), " (extra bytes after the payload)"));
+  }
+  const std::uint32_t computed_crc = crc_of(file.checked);
+  if (computed_crc != file.stored_crc) {
+    throw CheckpointError(cat(path, ": checksum mismatch: stored crc ", hex32(file.stored_crc),
                               ", computed ", hex32(computed_crc)));
   }
-  return std::string(payload);
+  return std::string(file.payload);
+}
+
+std::optional<std::string> checked_file_run_id(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::string head(kHeaderSize, '\0');
+  in.read(head.data(), static_cast<std::streamsize>(head.size()));
+  head.resize(static_cast<std::size_t>(in.gcount()));
+  try {
+    return std::string(parse_checked(head, path).run_id);
+  } catch (const CheckpointError&) {
+    return std::nullopt;
+  }
 }
 
 void export_tensors(const std::string& path, const NamedTensors& tensors) {
