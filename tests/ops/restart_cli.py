@@ -11,6 +11,18 @@
                the steps that finish the interrupted epoch from the first sample the 3 ranks
                had not taken, then a whole epoch of 2 (which sample each step reads is
                checked in the sampler's tests: none skipped or repeated)
+  launched     the same with `distml launch -n 3 --min-np 2 --max-restarts 2 -- distml train`:
+               the ranks take the policy from the launcher; and `distml launch --max-restarts`
+               without a checkpoint folder: the ranks refuse it (exit 2), not restarted
+  owned        run A keeps steps 80 and 120 in a folder; a fresh run B there is refused (exit
+               2, naming run A and --resume) and changes no file; B resuming the folder writes
+               up to step 200 keeping its newest 2 and never deletes A's; a temporary file of a
+               dead writer on this host is removed, one of another host kept
+  orphans ENGINE  the launcher of a 2-rank run is SIGKILLed while training: 5 s later no rank
+               of it runs
+  preempt ENGINE SIG  SIG (TERM or USR1) to `train --np 2` while training: exit 75, a checkpoint
+               at the step where the ranks stopped, and --resume from it ends where a straight
+               run ends, bit for bit
   rl           distml rl ppo at 2 gloo ranks with --max-restarts 1; rank 1 is killed after the
                first checkpoint: exit 0 after one restart, as many env steps as a straight run
   refused      --max-restarts without a checkpoint directory, with checkpoints only at the end
@@ -22,9 +34,11 @@
                training: the job must end (exit non-zero) within train.timeout_s + 25 s (below)
                and leave no namespace or process behind. Exit 77 (skipped) where namespaces
                cannot be made
-  stall ENGINE 2 ranks; rank 1 is stopped (SIGSTOP) while training. Rank 0's stall inspector
-               must name rank 1 within train.stall_warn_s + 5 s, and the job must end (exit
-               non-zero, naming rank 1) within train.timeout_s + 10 s of the stop"""
+  stall ENGINE [late]  2 ranks; rank 1 is stopped (SIGSTOP) while training. Rank 0's stall
+               inspector must name rank 1 within train.stall_warn_s + 5 s, and the job must end
+               (exit non-zero, naming rank 1) within train.timeout_s + 10 s of the stop. With
+               "late", train.timeout_s (8) is shorter than train.stall_warn_s (60): the
+               timeout's error must still name rank 1"""
 import os
 import re
 import signal
@@ -108,13 +122,20 @@ def rank_process(root, rank):
     return None
 
 
+def written_checkpoints(folder):
+    """The whole checkpoint files of `folder` (train's and rl's; not the run's id, not a
+    temporary file)."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    return sorted(n for n in names if re.fullmatch(r"checkpoint-\d{12}\.dml|rl_checkpoint\.bin", n))
+
+
 def kill_after_first_checkpoint(distml, args, ckpt, rank):
     """Runs `distml ARGS`, SIGKILLs `rank` once a checkpoint is written, and returns the job's
     done line and stderr after it ended with exit 0."""
     job = subprocess.Popen([distml, *args], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while time.time() < deadline and not (os.path.isdir(ckpt) and os.listdir(ckpt)):
+    while time.time() < deadline and not written_checkpoints(ckpt):
         time.sleep(0.005)
     victim = rank_process(job.pid, rank)
     if victim is None:
@@ -155,7 +176,7 @@ def corrupt(distml, d, cfg):
               "train.max_steps=120", "--set", f"train.checkpoint_dir={ckpt}", "--set",
               "train.checkpoint_every=40"]
     straight = done_line(run(distml, *common))
-    kept = sorted(os.listdir(ckpt))
+    kept = written_checkpoints(ckpt)
     if kept != ["checkpoint-000000000080.dml", "checkpoint-000000000120.dml"]:
         sys.exit(f"FAIL: train.keep_checkpoints = 2 should keep steps 80 and 120, kept {kept}")
     newest = f"{ckpt}/{kept[-1]}"
@@ -172,7 +193,7 @@ def corrupt(distml, d, cfg):
         sys.exit(f"FAIL: expected 40 steps from step 80 to the straight run's end:\n{resumed}\n"
                  f"{straight}")
     # Every checkpoint damaged: a CheckpointError naming each one, exit 2.
-    for name in os.listdir(ckpt):
+    for name in written_checkpoints(ckpt):
         with open(f"{ckpt}/{name}", "r+b") as f:
             f.truncate(50)
     p = run(distml, *common, "--resume", ckpt, expect_rc=2)
@@ -192,19 +213,21 @@ def write_csv(path, x, y):
             f.write(",".join(f"{v:.6g}" for v in row) + f",{label}\n")
 
 
-def shrink(distml, d, cfg, strategy):
+def shrink(distml, d, cfg, strategy, launched=False):
     # Data held whole (CSV): an npz file is read in part by each rank, which cannot shrink.
     with np.load(f"{d}/blobs.npz") as blobs:
         write_csv(f"{d}/train.csv", blobs["x"], blobs["y"])
         write_csv(f"{d}/test.csv", blobs["x"][:500], blobs["y"][:500])
     ckpt, batch, samples = f"{d}/ckpt", 32, 4000
-    done, err = kill_after_first_checkpoint(
-        distml, ["train", "--config", cfg, "--set", "data.dataset=csv", "--set", f"data.path={d}/train.csv",
-                 "--set", f"data.test_path={d}/test.csv", "--set", "data.label=y",
-                 "--set", f"strategy.name={strategy}", "--engine", "gloo", "--np", "3",
-                 "--min-np", "2", "--json",
-                 "--set", "train.max_steps=0", "--set", "train.epochs=2", "--set",
-                 f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=10"], ckpt, 2)
+    train = ["train", "--config", cfg, "--set", "data.dataset=csv", "--set", f"data.path={d}/train.csv",
+             "--set", f"data.test_path={d}/test.csv", "--set", "data.label=y",
+             "--set", f"strategy.name={strategy}", "--json",
+             "--set", "train.max_steps=0", "--set", "train.epochs=2", "--set",
+             f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=10"]
+    policy = ["--engine", "gloo", "--min-np", "2"]
+    args = (["launch", "-n", "3", *policy, "--max-restarts", "2", "--", distml, *train] if launched
+            else [*train, *policy, "--np", "3"])
+    done, err = kill_after_first_checkpoint(distml, args, ckpt, 2)
     resumed = re.search(r"resuming from \S+ at step (\d+) on 2 of its 3 ranks", err)
     if not resumed or done["np"] != 2 or done["restarts"] != 1:
         sys.exit(f"FAIL: expected one restart resuming on 2 of 3 ranks:\n{done}\n{err}")
@@ -215,6 +238,117 @@ def shrink(distml, d, cfg, strategy):
         sys.exit(f"FAIL: resumed at step {at}, expected to end at step {expected}:\n{done}")
     print(f"ok: {strategy} lost rank 2 at step {at}; finished on 2 ranks at step {expected}, "
           f"test accuracy {done['test_accuracy']:.4f}")
+
+
+def launched(distml, d, cfg):
+    shrink(distml, d, cfg, "allreduce", launched=True)
+    p = subprocess.run([distml, "launch", "-n", "2", "--engine", "gloo", "--max-restarts", "2",
+                        "--", distml, "train", "--config", cfg], capture_output=True, text=True,
+                       timeout=120)
+    if (p.returncode != 2 or "set train.checkpoint_dir" not in p.stderr
+            or "not restarted" not in p.stderr):
+        sys.exit(f"FAIL: launch --max-restarts without a checkpoint folder: expected the ranks to "
+                 f"refuse it with exit 2, not restarted (rc {p.returncode}):\n{p.stderr}")
+    print("ok: the ranks follow and check the launcher's --min-np and --max-restarts")
+
+
+def folder_state(folder):
+    """Every file of `folder` with its bytes."""
+    state = {}
+    for name in sorted(os.listdir(folder)):
+        with open(f"{folder}/{name}", "rb") as f:
+            state[name] = f.read()
+    return state
+
+
+def checkpoint_steps(folder):
+    return [int(n[11:23]) for n in written_checkpoints(folder) if n.startswith("checkpoint-")]
+
+
+def owned(distml, d, cfg):
+    ckpt = f"{d}/ckpt"
+    common = ["--config", cfg, "--engine", "gloo", "--np", "2", "--json", "--set",
+              f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=40"]
+    run_a = dict(os.environ, DISTML_RUN_ID="run-a")
+    run_b = dict(os.environ, DISTML_RUN_ID="run-b")
+    run(distml, *common, "--set", "train.max_steps=120", env=run_a)
+    before = folder_state(ckpt)
+    if checkpoint_steps(ckpt) != [80, 120]:
+        sys.exit(f"FAIL: run A should have kept steps 80 and 120: {sorted(before)}")
+    p = run(distml, *common, "--set", "train.max_steps=60", env=run_b, expect_rc=2)
+    if "run run-a" not in p.stderr or f"--resume {ckpt}" not in p.stderr:
+        sys.exit(f"FAIL: the refusal should name run A and --resume {ckpt}:\n{p.stderr}")
+    if folder_state(ckpt) != before:
+        sys.exit(f"FAIL: the refused run changed the folder: {sorted(folder_state(ckpt))}")
+    host = socket.gethostname()
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    stale = f"{ckpt}/checkpoint-000000000160.dml.tmp.{dead.pid}@{host}"
+    elsewhere = f"{ckpt}/checkpoint-000000000160.dml.tmp.{dead.pid}@another-host"
+    for path in (stale, elsewhere):
+        with open(path, "wb") as f:
+            f.write(b"\0" * 4096)
+    p = run(distml, *common, "--set", "train.max_steps=200", "--resume", ckpt, env=run_b)
+    if checkpoint_steps(ckpt) != [80, 120, 160, 200]:
+        sys.exit(f"FAIL: B keeps its newest 2 (160, 200) and never deletes A's (80, 120): "
+                 f"{sorted(os.listdir(ckpt))}")
+    if any(folder_state(ckpt)[n] != before[n] for n in before if n.startswith("checkpoint-")):
+        sys.exit("FAIL: run A's checkpoints were changed")
+    with open(f"{ckpt}/run-id") as f:
+        owner = f.read().strip()
+    if owner != "run-b" or os.path.exists(stale) or not os.path.exists(elsewhere):
+        sys.exit(f"FAIL: expected owner run-b (got {owner}), {stale} removed and {elsewhere} kept")
+    if f"removed {stale}" not in p.stderr:
+        sys.exit(f"FAIL: the removal of {stale} was not said:\n{p.stderr}")
+    print("ok: a fresh run in another run's folder is refused; a resumed run deletes only its own "
+          "checkpoints, and a dead writer's temporary file")
+
+
+def orphans(distml, d, cfg, engine):
+    job = subprocess.Popen([distml, "train", "--config", cfg, "--engine", engine, "--np", "2",
+                            "--json", "--set", "train.max_steps=1000000", "--set",
+                            "train.log_every=20"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, text=True)
+    job.stdout.readline()  # the first step line: the ranks are training
+    ranks = [rank_process(job.pid, r) for r in (0, 1)]
+    if None in ranks:
+        job.kill()
+        sys.exit(f"FAIL: the ranks were not found below the launcher: {ranks}")
+    job.kill()  # SIGKILL: nothing of the launcher runs after it
+    job.wait()
+    time.sleep(5)
+    left = subprocess.run(["pgrep", "-f", cfg], capture_output=True, text=True).stdout.split()
+    if left:
+        for pid in left:
+            os.kill(int(pid), signal.SIGKILL)
+        sys.exit(f"FAIL: processes of the killed launcher's run still ran 5 s later: {left}")
+    print(f"ok: the launcher SIGKILLed; ranks {ranks} were gone 5 s later")
+
+
+def preempt(distml, d, cfg, engine, sig):
+    ckpt, steps = f"{d}/ckpt", 2000
+    common = ["--config", cfg, "--engine", engine, "--np", "2", "--json", "--set",
+              f"train.max_steps={steps}", "--set", "train.log_every=20", "--set",
+              f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=500"]
+    straight = done_line(run(distml, *common[:-4]))
+    job = subprocess.Popen([distml, "train", *common], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    job.stdout.readline()  # the first step line: the ranks are training
+    job.send_signal(getattr(signal, f"SIG{sig}"))
+    _, err = job.communicate(timeout=120)
+    stopped = re.search(r"preempted: stopped after step (\d+)", err)
+    if job.returncode != 75 or not stopped:
+        sys.exit(f"FAIL: expected exit 75 and where the run stopped (rc {job.returncode}):\n{err}")
+    at = int(stopped.group(1))
+    if at >= steps or checkpoint_steps(ckpt)[-1] != at:
+        sys.exit(f"FAIL: stopped at step {at} of {steps}; newest checkpoint "
+                 f"{checkpoint_steps(ckpt)}")
+    resumed = done_line(run(distml, *common, "--resume", ckpt))
+    if resumed["global_step"] != steps or resumed["param_checksum"] != straight["param_checksum"]:
+        sys.exit(f"FAIL: resumed from step {at}, ended elsewhere than the straight run:\n"
+                 f"{resumed}\n{straight}")
+    print(f"ok: SIG{sig} stopped the ranks after step {at} with a checkpoint there (exit 75); "
+          f"resumed, they ended on the straight run's parameters ({straight['param_checksum']})")
 
 
 def rl(distml, d):
@@ -267,8 +401,9 @@ def refused(distml, d, cfg):
           "shrinking ps or npz data, are refused")
 
 
-def stall(distml, d, cfg, engine):
-    warn_s, timeout_s = 3, 12
+def stall(distml, d, cfg, engine, late=""):
+    # "late": a timeout shorter than the first warning; the inspector asks 2 s before it.
+    warn_s, timeout_s = (60, 8) if late else (3, 12)
     job = subprocess.Popen(
         [distml, "train", "--config", cfg, "--engine", engine, "--np", "2", "--json", "--set",
          "train.max_steps=1000000", "--set", f"train.stall_warn_s={warn_s}", "--set",
@@ -299,8 +434,9 @@ def stall(distml, d, cfg, engine):
     reader.join(timeout=5)
     stalls = [(t, l) for t, l in lines if "stall: rank 0" in l and "rank 1 (no answer" in l]
     print(*[f"{t:6.1f} s  {l}" for t, l in lines], sep="\n")
-    if not stalls or stalls[0][0] > warn_s + 5:
-        sys.exit(f"FAIL: no stall report naming rank 1 within {warn_s + 5} s of the stop")
+    first_report = min(warn_s, timeout_s - 2)
+    if not stalls or stalls[0][0] > first_report + 5:
+        sys.exit(f"FAIL: no stall report naming rank 1 within {first_report + 5} s of the stop")
     ends = [l for _, l in lines if "not complete after" in l and "rank 1 (no answer" in l]
     if rc == 0 or not ends:
         sys.exit(f"FAIL: expected a failing exit whose timeout error names rank 1 (rc {rc})")
@@ -376,11 +512,12 @@ def main():
         cfg = write_config(d)
         if scenario in ("rl", "host-lost"):
             {"rl": rl, "host-lost": host_lost}[scenario](distml, d)
-        elif scenario in ("kill", "stall", "shrink"):
-            {"kill": kill, "stall": stall, "shrink": shrink}[scenario](distml, d, cfg, sys.argv[3])
+        elif scenario in ("kill", "stall", "shrink", "orphans", "preempt"):
+            {"kill": kill, "stall": stall, "shrink": shrink, "orphans": orphans,
+             "preempt": preempt}[scenario](distml, d, cfg, *sys.argv[3:])
         else:
-            {"corrupt": corrupt, "refused": refused,
-             "never-joins": never_joins}[scenario](distml, d, cfg)
+            {"corrupt": corrupt, "refused": refused, "never-joins": never_joins,
+             "launched": launched, "owned": owned}[scenario](distml, d, cfg)
 
 
 if __name__ == "__main__":

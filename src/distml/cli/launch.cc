@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,6 +24,8 @@
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
+#include "distml/core/preemption.h"
+#include "distml/core/run_id.h"
 #include "netns_cluster.h"
 #include "slurm.h"
 
@@ -55,7 +58,12 @@ int total_slots(const std::string& hosts) {
   std::_Exit(127);
 }
 
-// Forwards SIGINT/SIGTERM/SIGHUP to the ranks through a self-pipe read by the main loop.
+// The signals passed on to the ranks: the interrupts, and Slurm's warnings before a time limit
+// (USR1, USR2). A rank of distml train takes SIGTERM and SIGUSR1 as a preemption
+// (train/preemption.h).
+constexpr int kForwardedSignals[] = {SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+
+// Forwards kForwardedSignals to the ranks through a self-pipe read by the main loop.
 int signal_pipe[2] = {-1, -1};
 void on_signal(int sig) {
   unsigned char s = static_cast<unsigned char>(sig);
@@ -80,6 +88,7 @@ struct JobEnd {
   int failed = -1;           // its index
   std::string cause;         // "rank 1 was killed by signal 9 (Killed)"
   bool interrupted = false;  // a signal from outside was passed on to the processes
+  bool preempted = false;    // ... one that a rank of distml train takes as a preemption
   std::string stderr_tail;   // with keep_stderr: the end of what they wrote to stderr
 };
 
@@ -114,6 +123,9 @@ struct ChildSpec {
   std::vector<std::pair<std::string, std::string>> env;
   std::string name;
   std::function<bool(const std::string& stderr_tail)> reported_failure;
+  // mpirun ends the job on SIGTERM, killing the ranks a moment later, but passes SIGUSR1 on:
+  // sent that instead, so that distml's ranks can checkpoint (core/preemption.h).
+  bool preempt_with_usr1 = false;
 };
 
 // How long a process that reported its job's failure may take to end before it is stopped:
@@ -137,7 +149,7 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
   if (signal_pipe[0] < 0 && ::pipe(signal_pipe) != 0) throw Error("distml launch: pipe failed");
   struct sigaction sa {};
   sa.sa_handler = on_signal;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) ::sigaction(sig, &sa, nullptr);
+  for (int sig : kForwardedSignals) ::sigaction(sig, &sa, nullptr);
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a signal held while the cluster was built
@@ -145,12 +157,19 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
   const bool piped = prefix_output || keep_stderr;
   const int count = static_cast<int>(specs.size());
   std::vector<Child> children(count);
+  const pid_t launcher = ::getpid();
   for (int r = 0; r < count; ++r) {
     int out[2], err[2];
     if (piped && (::pipe(out) != 0 || ::pipe(err) != 0)) throw Error("distml launch: pipe failed");
     pid_t pid = ::fork();
     if (pid < 0) throw Error("distml launch: fork failed");
     if (pid == 0) {
+      // Dies with the launcher, even a SIGKILLed one (a distml rank under mpirun does the same
+      // with mpirun: die_with_launcher); and a process group of its own, so that a stop reaches
+      // everything it started.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != launcher) std::_Exit(128 + SIGKILL);
+      ::setpgid(0, 0);
       if (piped) {
         ::dup2(out[1], 1);
         ::dup2(err[1], 2);
@@ -188,9 +207,13 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
     if (fds[0].revents & POLLIN) {
       unsigned char sig;
       if (::read(signal_pipe[0], &sig, 1) == 1) {
-        end.interrupted = true;
-        for (auto& c : children)
-          if (c.running) ::kill(c.pid, sig);
+        // Interrupts and preemptions ask the job to end; the warnings before a time limit
+        // (USR1, USR2) only tell it.
+        end.interrupted = end.interrupted || (sig != SIGUSR1 && sig != SIGUSR2);
+        end.preempted = end.preempted || sig == SIGTERM || sig == SIGUSR1;
+        for (int r = 0; r < count; ++r)
+          if (children[r].running)
+            ::kill(children[r].pid, sig == SIGTERM && specs[r].preempt_with_usr1 ? SIGUSR1 : sig);
       }
     }
     for (int r = 0; r < count; ++r) {
@@ -244,6 +267,11 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
           end.failed = index;
           end.cause = cat(specs[end.failed].name, " ", ending_of(status));
           cause_killed = killed;
+          // Preempted ranks end one by one once their checkpoint is written: let the others end.
+          if (end.preempted && code == kPreemptedExitCode) {
+            deadline_kill = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            continue;
+          }
           std::fprintf(stderr,
                        first ? "distml launch: %s; stopping the others\n"
                              : "distml launch: %s, the cause of the failure above\n",
@@ -285,10 +313,13 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
     if (std::chrono::steady_clock::now() > deadline_kill)
       for (auto& c : children)
         if (c.running && !c.killed) {
+          ::kill(-c.pid, SIGKILL);  // its group: what it started too
           ::kill(c.pid, SIGKILL);
           c.killed = true;
         }
   }
+  // Nothing a child started outlives the job (a grandchild that escaped its parent's end).
+  for (auto& c : children) ::kill(-c.pid, SIGKILL);
   for (auto& c : children) {
     for (int fd : {c.out, c.err})
       if (fd >= 0) ::close(fd);
@@ -344,20 +375,31 @@ bool mpirun_reported_failure(const std::string& stderr_tail) {
 // Runs the job (run_job(np)), and after a failure runs it again while restarts are left: each
 // start's ranks find the count in DISTML_RESTARTS and resume from their newest checkpoint. With
 // --min-np a lost rank is not replaced: the job goes on with one rank fewer while at least min_np
-// remain. An interrupt from outside is never restarted, nor exit code 2 (bad input, a
-// checkpoint that cannot resume: the same again at every start). Restart n waits 2^(n-1)
-// seconds, up to 32, so that a failure that repeats (a port still held, a peer still going
-// down) does not spin.
+// remain. An interrupt or a preemption from outside is never restarted, nor exit code 2 (bad
+// input, a checkpoint that cannot resume: the same again at every start). With
+// --restart-window W only the restarts of the last W seconds count against --max-restarts.
+// Restart n (of the window) waits 2^(n-1) seconds, up to 32, so that a failure that repeats
+// (a port still held, a peer still going down) does not spin.
 int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job) {
+  using Clock = std::chrono::steady_clock;
   const int max_restarts =
       o.max_restarts >= 0 ? o.max_restarts : (o.min_np > 0 ? o.np - o.min_np : 0);
   int np = o.np;
+  std::vector<Clock::time_point> restarted_at;
   for (int restarts = 0;; ++restarts) {
-    if (restarts > 0)
-      std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(restarts - 1, 5)));
+    if (restarts > 0) {
+      const auto recent = static_cast<int>(restarted_at.size());
+      std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(recent - 1, 5)));
+    }
     ::setenv(kRestartsVar, std::to_string(restarts).c_str(), 1);
     const JobEnd end = run_job(np);
-    if (end.code == 0 || end.interrupted) return end.code;
+    if (end.code == 0 || end.interrupted || end.preempted) {
+      if (end.code == kPreemptedExitCode)
+        std::fprintf(stderr,
+                     "distml launch: preempted; the ranks checkpointed: start the same command "
+                     "again (with --resume) to go on\n");
+      return end.code;
+    }
     const std::string cause = end.cause.empty() ? cat("exit code ", end.code) : end.cause;
     if (end.code == 2 && max_restarts > 0) {  // what the ranks exit with (cli/main.cc)
       std::fprintf(stderr,
@@ -366,10 +408,16 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job)
                    cause.c_str());
       return end.code;
     }
-    if (restarts == max_restarts) {
+    if (o.restart_window_s > 0)
+      std::erase_if(restarted_at, [&](Clock::time_point t) {
+        return Clock::now() - t > std::chrono::duration<double>(o.restart_window_s);
+      });
+    if (static_cast<int>(restarted_at.size()) >= max_restarts) {
       if (max_restarts > 0)
-        std::fprintf(stderr, "distml launch: %s; no restart left (%d done)\n", cause.c_str(),
-                     restarts);
+        std::fprintf(
+            stderr, "distml launch: %s; no restart left (%zu done%s)\n", cause.c_str(),
+            restarted_at.size(),
+            o.restart_window_s > 0 ? cat(" in the last ", o.restart_window_s, " s").c_str() : "");
       return end.code;
     }
     if (o.min_np > 0 && --np < o.min_np) {
@@ -377,8 +425,12 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job)
                    cause.c_str(), o.min_np);
       return end.code;
     }
-    std::fprintf(stderr, "distml launch: restart %d of %d after %s%s\n", restarts + 1, max_restarts,
-                 cause.c_str(),
+    restarted_at.push_back(Clock::now());
+    const std::string count = o.restart_window_s > 0
+                                  ? cat(restarts + 1, " (", restarted_at.size(), " of ",
+                                        max_restarts, " in the last ", o.restart_window_s, " s)")
+                                  : cat(restarts + 1, " of ", max_restarts);
+    std::fprintf(stderr, "distml launch: restart %s after %s%s\n", count.c_str(), cause.c_str(),
                  o.min_np > 0 ? cat("; continuing with ", np, " ranks").c_str() : "");
   }
 }
@@ -445,8 +497,8 @@ int launch_netns_cluster(LaunchOptions o) {
   std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
                shape.hosts, shape.ranks_per_host,
                shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
-  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun", mpirun_reported_failure}}, false,
-                      true)
+  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun", mpirun_reported_failure, true}},
+                      false, true)
       .code;
 }
 
@@ -489,7 +541,8 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
     argv.insert(argv.end(),
                 {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
   argv.insert(argv.end(), {"-x", kLaunchedVar, "-x", kEngineVar, "-x", kStdoutTtyVar});
-  if (std::getenv(kRestartsVar)) argv.insert(argv.end(), {"-x", kRestartsVar});
+  for (const char* var : {kRestartsVar, kMaxRestartsVar, kMinNpVar, kRunIdVar})
+    if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});
   for (const char* var : {"MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"})
     if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});
   if (o.prefix_output) argv.push_back("--tag-output");
@@ -505,6 +558,10 @@ int launch(const LaunchOptions& o) {
     throw UsageError("engine 'local' runs ranks as threads of one process and needs no launcher");
   comm::check_engine_name(o.engine);
   ::setenv(kStdoutTtyVar, stdout_is_terminal() ? "1" : "0", 1);
+  this_run_id();  // one run id for every rank and restart (core/run_id.h)
+  // The ranks follow (and check) the launcher's restart policy.
+  if (o.max_restarts >= 0) ::setenv(kMaxRestartsVar, std::to_string(o.max_restarts).c_str(), 1);
+  if (o.min_np > 0) ::setenv(kMinNpVar, std::to_string(o.min_np).c_str(), 1);
   const bool elastic = o.min_np > 0;
   if (elastic &&
       (o.engine != "gloo" || !o.hosts.empty() || !o.hostfile.empty() || !o.netns_cluster.empty()))
@@ -540,9 +597,12 @@ int launch(const LaunchOptions& o) {
   // mpirun forwards signals to the ranks and exits with the first failing rank's code; run as
   // a child, not exec'd, so that a lost host cannot leave it waiting forever (kTeardownGrace).
   return supervise(o, [&](int) {
-    JobEnd end = run_children(
-        {{mpirun_command(o, cores(), ::geteuid() == 0), {}, "mpirun", mpirun_reported_failure}},
-        false, true);
+    JobEnd end = run_children({{mpirun_command(o, cores(), ::geteuid() == 0),
+                                {},
+                                "mpirun",
+                                mpirun_reported_failure,
+                                true}},
+                              false, true);
     if (auto rank = mpirun_failure(end.stderr_tail); !rank.empty()) end.cause = rank;
     return end;
   });
@@ -588,14 +648,35 @@ void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic) {
                   "When a rank dies (signal, out of memory, non-zero exit other than 2, lost "
                   "host), stop the others and start the job again after 1, 2, 4 ... s, up to N "
                   "times; a run resumes from its newest whole checkpoint (train.checkpoint_dir "
-                  "and train.checkpoint_every, run.* for rl). Exit 2 (bad input) is not restarted")
+                  "and train.checkpoint_every, run.* for rl). Exit 2 (bad input) and a preemption "
+                  "(exit 75) are not restarted")
       ->check(CLI::NonNegativeNumber);
+  command
+      .add_option("--restart-window", o.restart_window_s,
+                  "Seconds: only the restarts of the last S seconds count against "
+                  "--max-restarts (a long run may then fail now and then without running out)")
+      ->check(CLI::PositiveNumber);
   if (!elastic) return;
   command
       .add_option("--min-np", o.min_np,
                   "gloo on one machine: a lost rank is not replaced; the job resumes from its "
                   "checkpoint with the ranks left while at least M remain (elastic)")
       ->check(CLI::PositiveNumber);
+}
+
+void adopt_launcher_policy(LaunchOptions& s) {
+  if (!std::getenv(kLaunchedVar)) return;
+  const auto adopt = [](const char* var, int& value, int unset) {
+    const char* given = std::getenv(var);
+    if (!given || value != unset) return;
+    char* end = nullptr;
+    const long n = std::strtol(given, &end, 10);
+    if (end == given || *end || n < 0 || n > 1'000'000)
+      throw UsageError(cat(var, "='", given, "': expected a count set by distml launch"));
+    value = static_cast<int>(n);
+  };
+  adopt(kMaxRestartsVar, s.max_restarts, -1);
+  adopt(kMinNpVar, s.min_np, 0);
 }
 
 void check_restart_options(const LaunchOptions& s, const std::string& engine, bool np_given,

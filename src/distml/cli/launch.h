@@ -23,9 +23,10 @@ struct LaunchOptions {
   std::string netns_cluster;       // "HxR": emulated hosts in network namespaces (netns_cluster.h)
   std::string bandwidth, latency;  // their links' shaping
   std::string engine = "mpi";
-  bool prefix_output = false;  // prefix every output line with the rank
-  int max_restarts = -1;       // restarts after a failure (-1: unset, 0 unless min_np is set)
-  int min_np = 0;              // > 0: a lost rank is not replaced while this many remain (gloo)
+  bool prefix_output = false;   // prefix every output line with the rank
+  int max_restarts = -1;        // restarts after a failure (-1: unset, 0 unless min_np is set)
+  int min_np = 0;               // > 0: a lost rank is not replaced while this many remain (gloo)
+  double restart_window_s = 0;  // > 0: only the restarts of the last this many seconds count
   std::vector<std::string> command;
 };
 
@@ -39,6 +40,10 @@ inline constexpr const char* kStdoutTtyVar = "DISTML_STDOUT_IS_TTY";
 
 /// How many times the launcher has restarted the job ("0" on its first start).
 inline constexpr const char* kRestartsVar = "DISTML_RESTARTS";
+/// The launcher's restart policy, for the ranks to check and follow as if given their own
+/// --max-restarts and --min-np.
+inline constexpr const char* kMaxRestartsVar = "DISTML_MAX_RESTARTS";
+inline constexpr const char* kMinNpVar = "DISTML_MIN_NP";
 
 /// The restarts so far of the job this process belongs to (0 when not launched).
 int restarts_so_far();
@@ -69,6 +74,10 @@ struct CheckpointKeys {
   const std::string& dir;
   std::int64_t every;
 };
+
+/// In a launched rank, the launcher's restart policy (kMaxRestartsVar, kMinNpVar) where the
+/// command line gave none.
+void adopt_launcher_policy(LaunchOptions& s);
 
 /// UsageError when the restart options in `s` cannot work: on the local engine (its ranks are
 /// threads), without a checkpoint folder to resume from, with checkpoints only at the end

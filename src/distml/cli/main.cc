@@ -1,12 +1,18 @@
 // The distml command line, one subcommand per task. Built twice: distml, without LibTorch,
 // which runs train, plan and rl by starting distml-torch (torch_commands.h), and distml-torch
 // (DISTML_WITH_TORCH), which runs them.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include "bench.h"
 #include "distml/core/error.h"
+#include "distml/core/preemption.h"
 #include "distml/core/version.h"
 #include "fit.h"
 #include "launch.h"
@@ -19,7 +25,7 @@
 #include "train.h"
 
 // Errors in what the user gave (flags, config, data, checkpoint, environment) exit with 2,
-// others with 1.
+// a preempted run that checkpointed with 75 (core/preemption.h), others with 1.
 static bool fixable_by_user(const std::exception& e) {
   return dynamic_cast<const distml::UsageError*>(&e) ||
          dynamic_cast<const distml::ConfigError*>(&e) ||
@@ -28,7 +34,18 @@ static bool fixable_by_user(const std::exception& e) {
          dynamic_cast<const distml::EnvError*>(&e);
 }
 
+// A rank that distml launch started (directly, or under the mpirun it started) dies with the
+// process that started it, so that a launcher killed outright (SIGKILL: the OOM killer, a
+// scheduler's hard kill) leaves no rank training on into the same checkpoint folder.
+static void die_with_launcher() {
+  if (!std::getenv(distml::cli::kLaunchedVar)) return;
+  const pid_t parent = ::getppid();
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) std::_Exit(128 + SIGKILL);  // it died before the line above
+}
+
 int main(int argc, char** argv) {
+  die_with_launcher();
   distml::cli::default_to_gloo_under_srun();  // before the engine picks the binary and defaults
 #ifndef DISTML_WITH_TORCH
   if (distml::cli::needs_torch(argc, argv)) {
@@ -72,10 +89,14 @@ int main(int argc, char** argv) {
     // Peers may be waiting in an operation this rank will never join (or stuck in one it
     // left): leave without running exit handlers, whose finalisation of the engine waits for
     // every rank, so that the launcher ends the job at once. The stack is unwound already.
-    std::fprintf(stderr, "distml: error: %s\n", e.what());
+    const bool preempted = dynamic_cast<const distml::Preempted*>(&e);
+    if (!preempted)
+      std::fprintf(stderr, "distml: error: %s\n", e.what());
+    else if (*e.what())  // one rank says it for all
+      std::fprintf(stderr, "distml: %s\n", e.what());
     std::fflush(stdout);
     std::fflush(stderr);
-    std::_Exit(fixable_by_user(e) ? 2 : 1);
+    std::_Exit(preempted ? distml::kPreemptedExitCode : fixable_by_user(e) ? 2 : 1);
   }
   return 0;
 }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
@@ -109,6 +110,10 @@ double rate_bytes_per_second(const std::string& rate) {
 NetnsCluster::NetnsCluster(const NetnsClusterOptions& options)
     : options_(options), prefix_(cat("dml", ::getpid())) {
   if (!options_.bandwidth.empty()) rate_bytes_per_second(options_.bandwidth);  // checks it
+  for (const auto& ns : remove_abandoned())
+    std::fprintf(stderr,
+                 "distml launch: removed network namespace %s, left by a launcher that died\n",
+                 ns.c_str());
   try {
     create();
   } catch (...) {
@@ -248,6 +253,22 @@ void kill_processes_in(const std::string& ns) {
 }
 
 }  // namespace
+
+std::vector<std::string> NetnsCluster::remove_abandoned() {
+  static const std::regex ours(R"(dml(\d{1,9})-(sw|h\d+))");
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/run/netns", ec)) {
+    const std::string ns = entry.path().filename();
+    std::smatch m;
+    if (!std::regex_match(ns, m, ours)) continue;
+    const auto pid = static_cast<pid_t>(std::stol(m[1].str()));
+    if (::kill(pid, 0) == 0 || errno == EPERM) continue;  // its launcher still runs
+    kill_processes_in(ns);
+    if (run_for_error({find_tool("ip"), "netns", "del", ns}).empty()) removed.push_back(ns);
+  }
+  return removed;
+}
 
 void NetnsCluster::remove() noexcept {
   try {

@@ -35,6 +35,11 @@ double rate_bytes_per_second(const std::string& rate);
 
 class NetnsCluster {
  public:
+  /// Removes the namespaces of clusters whose launcher is no longer alive (killed before it
+  /// could remove them), with what still runs in them; returns their names. Run at the start
+  /// of every cluster.
+  static std::vector<std::string> remove_abandoned();
+
   /// Creates the namespaces, links and queues; on any failure removes what it made and throws
   /// (UsageError where the machine cannot: no `ip`, not allowed to create namespaces).
   explicit NetnsCluster(const NetnsClusterOptions& options);

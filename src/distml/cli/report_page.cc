@@ -1,5 +1,7 @@
 #include "report_page.h"
 
+#include "distml/core/installed_path.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "distml/core/error.h"
+#include "distml/core/installed_path.h"
 
 namespace distml::cli {
 namespace {
@@ -83,7 +86,7 @@ std::string html_escape(const std::string& text) {
 
 PlotScripts load_plot_scripts() {
   const char* from_env = std::getenv("DISTML_VEGA_DIR");
-  const fs::path dir = from_env ? from_env : DISTML_VEGA_DIR;
+  const fs::path dir = from_env ? from_env : installed_or_source("node_modules", DISTML_VEGA_DIR);
   std::error_code ec;
   for (const char* file : {kVega, kVegaLite})
     if (!fs::is_regular_file(dir / file, ec))

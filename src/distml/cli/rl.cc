@@ -2,6 +2,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -12,9 +13,12 @@
 #include "distml/comm/timeline_exchange.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
+#include "distml/core/installed_path.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/envs/env.h"
 #include "distml/rl/run_monitor.h"
+#include "distml/train/checkpoint_file.h"
+#include "distml/train/checkpoint_owner.h"
 #include "event_printer.h"
 #include "launch.h"
 #include "run_dir.h"
@@ -42,7 +46,7 @@ struct RlOptions {
 
 // The tuned defaults of an (algorithm, environment) pair, when the examples have them.
 std::string tuned_config(const std::string& algo, const std::string& env) {
-  std::string dir = DISTML_RL_EXAMPLES;
+  std::string dir = installed_or_source("examples/rl", DISTML_RL_EXAMPLES);
   if (const char* d = std::getenv("DISTML_RL_EXAMPLES")) dir = d;
   const std::string path = dir + "/" + algo + "_" + env + ".toml";
   std::error_code ignored;
@@ -88,8 +92,24 @@ void print_rl_event(EventPrinter& printer, const nlohmann::json& e) {
   std::fflush(stdout);
 }
 
+// A fresh run (or its restart) needs run.checkpoint_dir empty or its own; --resume of that very
+// folder continues it.
+void claim_rl_checkpoint_dir(const rl::RlConfig& config) {
+  namespace fs = std::filesystem;
+  const auto& dir = config.run.checkpoint_dir;
+  if (dir.empty()) return;
+  const bool continues = !config.run.resume.empty() &&
+                         fs::weakly_canonical(config.run.resume) == fs::weakly_canonical(dir);
+  std::vector<std::string> checkpoints;
+  if (fs::exists(rl::checkpoint_path(dir))) checkpoints.push_back(rl::checkpoint_path(dir));
+  train::claim_checkpoint_dir(dir, checkpoints, this_run_id(),
+                              continues ? train::Arrival::resuming : train::Arrival::fresh,
+                              "run.checkpoint_dir");
+}
+
 void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator& comm,
              Clock::time_point start, RunDir* run_dir) {
+  if (comm.rank() == 0) claim_rl_checkpoint_dir(config);     // ranks a launcher started: here
   comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
   if (const int restarts = restarts_so_far(); restarts > 0 && comm.rank() == 0)
     std::fprintf(stderr, "distml: restart %d: %s\n", restarts,
@@ -175,12 +195,19 @@ void run(RlOptions o, int argc, char** argv) {
   }
   if (!config.run.resume.empty() && config.run.checkpoint_dir.empty())
     config.run.checkpoint_dir = config.run.resume;  // a resumed run goes on saving there
+  adopt_launcher_policy(o.supervision);             // under distml launch --max-restarts/--min-np
   check_restart_options(o.supervision, o.engine, o.np_given,
                         {"run", config.run.checkpoint_dir, config.run.checkpoint_every});
   const int restarts = restarts_so_far();
-  // A restarted job resumes from its checkpoint where one was written (every rank sees the
-  // same file on one machine; across hosts, put run.checkpoint_dir on a shared file system).
-  if (restarts > 0 && std::filesystem::exists(rl::checkpoint_path(config.run.checkpoint_dir)))
+  // Once, before any rank starts, by the process that starts them (checkpoint_owner.h); the
+  // run id passes to the ranks and to every restart in the environment. Ranks that srun or
+  // mpirun started have rank 0 claim it (rl_rank).
+  if (!std::getenv(kLaunchedVar) && (o.np_given || o.engine == "local"))
+    claim_rl_checkpoint_dir(config);
+  // A restarted job resumes from its checkpoint where it wrote one (every rank sees the same
+  // file on one machine; across hosts, put run.checkpoint_dir on a shared file system).
+  const auto own = rl::checkpoint_path(config.run.checkpoint_dir);
+  if (restarts > 0 && train::checked_file_run_id(own) == this_run_id())
     config.run.resume = config.run.checkpoint_dir;
   // Checked by every process before any rank writes.
   std::optional<RunDir> run_dir;

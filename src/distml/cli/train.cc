@@ -3,6 +3,8 @@
 #include <CLI/CLI.hpp>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -11,6 +13,10 @@
 #include "distml/comm/timeline_exchange.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
+#include "distml/core/preemption.h"
+#include "distml/core/run_id.h"
+#include "distml/train/checkpoint_dir.h"
+#include "distml/train/checkpoint_owner.h"
 #include "distml/train/strategy_factory.h"
 #include "distml/train/trainer.h"
 #include "event_printer.h"
@@ -116,8 +122,8 @@ void print_event(EventPrinter& printer, const nlohmann::json& e) {
   std::fflush(stdout);
 }
 
-// --resume, and after a restart the newest checkpoint of train.checkpoint_dir (where none was
-// written yet, the run starts over). Rank 0 says where it resumed.
+// --resume, and after a restart the newest checkpoint this run wrote in train.checkpoint_dir
+// (where none was written yet, the run starts over). Rank 0 says where it resumed.
 void resume_as_asked(train::Trainer& trainer, const train::TrainConfig& config,
                      const TrainOptions& o, const comm::Communicator& comm) {
   const int restarts = restarts_so_far();
@@ -125,7 +131,7 @@ void resume_as_asked(train::Trainer& trainer, const train::TrainConfig& config,
   const auto change =
       o.supervision.min_np > 0 ? train::WorldChange::allow_smaller : train::WorldChange::refuse;
   std::optional<train::ResumePoint> from;
-  if (restarts > 0) from = trainer.resume_if_present(config.train.checkpoint_dir, change);
+  if (restarts > 0) from = trainer.resume_own(config.train.checkpoint_dir, change);
   if (!from && !o.resume.empty()) from = trainer.resume(o.resume, change);
   if (comm.rank() != 0 || restarts == 0) return;
   if (!from) {
@@ -141,12 +147,27 @@ void resume_as_asked(train::Trainer& trainer, const train::TrainConfig& config,
                from->path.c_str(), static_cast<long long>(from->global_step), ranks.c_str());
 }
 
+// Whether this process starts the run's ranks: it is the run, not one rank of it.
+bool starts_the_ranks(const TrainOptions& o) {
+  return !std::getenv(kLaunchedVar) && (o.np_given || o.engine == "local");
+}
+
+// A run continues the checkpoints of train.checkpoint_dir only when --resume names that very
+// folder; otherwise they must be its own (checkpoint_owner.h).
+train::Arrival arrival_at_checkpoints(const TrainOptions& o, const train::TrainConfig& config) {
+  namespace fs = std::filesystem;
+  const bool continues = !o.resume.empty() && fs::weakly_canonical(o.resume) ==
+                                                  fs::weakly_canonical(config.train.checkpoint_dir);
+  return continues ? train::Arrival::resuming : train::Arrival::fresh;
+}
+
 // One rank's whole run; rank 0 reports.
 void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::Communicator& comm,
                 const train::TaskData& data, std::chrono::steady_clock::time_point start,
                 RunDir* run_dir) {
   comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
   train::Trainer trainer(config, comm, data);
+  trainer.claim_checkpoint_dir(arrival_at_checkpoints(o, config));
   resume_as_asked(trainer, config, o, comm);
   std::optional<EventPrinter> printer;
   if (comm.rank() == 0) printer.emplace(o.json, "steps");
@@ -193,13 +214,22 @@ void run(TrainOptions o, int argc, char** argv) {
   }
   if (!o.resume.empty() && config.train.checkpoint_dir.empty())
     config.train.checkpoint_dir = o.resume;  // a resumed run goes on saving where it left off
+  adopt_launcher_policy(o.supervision);      // under distml launch --max-restarts/--min-np
   check_supervision(o, config);
+  // Once, before any rank starts, by the process that starts them (the ranks then find the
+  // folder theirs): the run id passes to them and to every restart in the environment. Ranks
+  // that srun or mpirun started have rank 0 claim it (train_rank).
+  if (const auto& dir = config.train.checkpoint_dir; !dir.empty() && starts_the_ranks(o))
+    train::claim_checkpoint_dir(dir, train::checkpoints_newest_first(dir), this_run_id(),
+                                arrival_at_checkpoints(o, config), "train.checkpoint_dir");
   // Checked by every process before any rank writes; a restarted job goes on in its folder.
   std::optional<RunDir> run_dir;
   if (!o.run_dir.empty()) run_dir.emplace(o.run_dir, !o.resume.empty() || restarts_so_far() > 0);
   o.timeline_path =
       timeline_destination(run_dir ? &*run_dir : nullptr, o.timeline_given, o.timeline_path);
   if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv, o.supervision);
+  // A rank from here on. With checkpoints a preemption stops at a step and saves it.
+  if (!config.train.checkpoint_dir.empty()) catch_preemption_signals();
 
   const auto data = train::load_task_data(config.data, config.train.seed);
   comm::CommOptions copts;

@@ -73,9 +73,12 @@ Communicator::Communicator(std::unique_ptr<Engine> engine, CommOptions options)
   DML_CHECK(engine_ != nullptr, "communicator needs an engine");
   if (options_.timeout.count() <= 0) throw UsageError("communicator timeout must be positive");
   host_of_ = exchange_fingerprint(*engine_, options_);
+  // The last ask leaves the answers (1 s) and a tick of the inspector time before the timeout.
+  const Millis last_ask =
+      options_.timeout > Millis{4'000} ? options_.timeout - Millis{2'000} : options_.timeout / 2;
   if (options_.stall_warn.count() > 0 && size() > 1)
     inspector_ = std::make_shared<StallInspector>(
-        *engine_, options_.stall_warn,
+        *engine_, options_.stall_warn, last_ask,
         [](const std::string& line) { std::fprintf(stderr, "distml: %s\n", line.c_str()); });
 }
 

@@ -34,8 +34,9 @@ struct CommOptions {
   Millis timeout{300'000};
   /// After a timeout, how long a rank listens for the others before naming the missing ones.
   Millis diagnose_grace{3'000};
-  /// > 0: after this long in one collective, the rank logs which ranks it waits for, and
-  /// again at a back-off (stall_inspector.h); 0: no inspector.
+  /// > 0: after this long in one collective, the rank logs which ranks it waits for, again at
+  /// a back-off, and once 2 s before the timeout, whose error then names them
+  /// (stall_inspector.h); 0: no inspector.
   Millis stall_warn{0};
   /// A caller's hash (of its config, model shapes, ...) that must agree on every rank.
   std::uint64_t fingerprint = 0;

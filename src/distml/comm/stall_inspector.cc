@@ -14,10 +14,11 @@ double seconds(Clock::duration d) { return std::chrono::duration<double>(d).coun
 
 }  // namespace
 
-StallInspector::StallInspector(Engine& engine, Millis warn_after,
+StallInspector::StallInspector(Engine& engine, Millis warn_after, Millis last_ask,
                                std::function<void(const std::string&)> log)
     : engine_(engine),
       warn_after_(warn_after),
+      last_ask_(last_ask),
       log_(std::move(log)),
       inbox_(engine.size()),
       recvs_(engine.size()) {
@@ -133,7 +134,7 @@ void StallInspector::loop() {
     if (!in_op || seq != stalled_seq) {  // a new operation (or none): its warnings start over
       stalled_seq = in_op ? seq : ~std::uint64_t{0};
       warnings = 0;
-      next_warning = in_op ? since + warn_after_ : Clock::time_point::max();
+      next_warning = in_op ? since + std::min(warn_after_, last_ask_) : Clock::time_point::max();
       asked_at = Clock::time_point::max();
     }
     if (in_op && now >= next_warning && asked_at == Clock::time_point::max()) {
@@ -162,6 +163,7 @@ void StallInspector::loop() {
       }
       ++warnings;
       next_warning = since + warn_after_ * (1 << std::min(warnings, 20));
+      if (since + last_ask_ > now) next_warning = std::min(next_warning, since + last_ask_);
       asked_at = Clock::time_point::max();
     }
     lock.lock();

@@ -1,6 +1,8 @@
 // The stall inspector: when this rank has waited in one collective for `warn_after`, it asks
 // every peer where it is and logs which ranks it waits for, in which operation; then again at
-// twice the wait, four times, ... until the operation ends or its timeout ends the job.
+// twice the wait, four times, ... until the operation ends or its timeout ends the job. It
+// also asks once just before the timeout (`last_ask`), so that the timeout's error names the
+// ranks it waited for however the two durations compare.
 //
 // The protocol, on the collective channel under its own tag, from one thread per
 // communicator (every engine allows point-to-point from a second thread):
@@ -30,8 +32,10 @@ namespace distml::comm {
 
 class StallInspector {
  public:
-  /// Starts the inspector's thread; `log` receives each report (from that thread).
-  StallInspector(Engine& engine, Millis warn_after, std::function<void(const std::string&)> log);
+  /// Starts the inspector's thread; `log` receives each report (from that thread). The asks
+  /// come after `warn_after`, twice that, four times, ..., and after `last_ask`.
+  StallInspector(Engine& engine, Millis warn_after, Millis last_ask,
+                 std::function<void(const std::string&)> log);
   ~StallInspector();
   StallInspector(const StallInspector&) = delete;
   StallInspector& operator=(const StallInspector&) = delete;
@@ -62,6 +66,7 @@ class StallInspector {
 
   Engine& engine_;
   const Millis warn_after_;
+  const Millis last_ask_;
   const std::function<void(const std::string&)> log_;
 
   std::mutex mutex_;  // guards the fields below, shared with the rank's queue thread

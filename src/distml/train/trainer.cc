@@ -12,11 +12,13 @@
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/core/fnv1a.h"
+#include "distml/core/preemption.h"
 #include "distml/data/prefetch_loader.h"
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/checkpoint_contents.h"
 #include "distml/train/checkpoint_dir.h"
 #include "distml/train/checkpoint_exchange.h"
+#include "distml/train/checkpoint_owner.h"
 #include "distml/train/generator_state.h"
 #include "distml/train/model_export.h"
 #include "distml/train/model_setup.h"
@@ -109,7 +111,8 @@ struct Trainer::State {
   pipeline::StageStats stage_totals;       // summed over the run's steps (peaks: the largest)
   std::vector<double> window_stage_times;  // since the last step event: compute, wait per step
   std::int64_t global_step = 0;
-  Timeline::Lane* lane = nullptr;  // the run's timeline ("main"), when one is recorded
+  Timeline::Lane* lane = nullptr;      // the run's timeline ("main"), when one is recorded
+  std::string run_id = this_run_id();  // written in its checkpoints (checkpoint_owner.h)
 
   State(const TrainConfig& c, comm::Communicator& world, const TaskData& d)
       : config(c),
@@ -299,6 +302,24 @@ struct Trainer::State {
   // optimizer state), else those that train.
   comm::Communicator& checkpointing() const { return grid ? world : comm; }
 
+  // Collective over the ranks that checkpoint, at steps they all agree on: whether one of them
+  // was asked to stop (core/preemption.h), so that all stop after the same step. A check is a
+  // round trip (1.7 ms between two local gloo processes, more than a small model's step), so
+  // it comes about every half second: each check sets how many steps to the next one from the
+  // slowest rank's pace since the last.
+  bool stop_agreed() {
+    if (--steps_to_check > 0) return false;
+    double seen[2] = {preemption_requested() ? 1.0 : 0.0, seconds_since(last_check)};
+    checkpointing().allreduce(comm::Buffer{seen, 2, comm::DType::f64}, {.op = comm::ReduceOp::max});
+    last_check = Clock::now();
+    steps_between_checks = std::clamp<std::int64_t>(
+        std::llround(steps_between_checks * 0.5 / std::max(seen[1], 1e-6)), 1, 100000);
+    steps_to_check = steps_between_checks;
+    return seen[0] > 0;
+  }
+  std::int64_t steps_between_checks = 1, steps_to_check = 1;
+  Clock::time_point last_check = Clock::now();
+
   // Collective: every rank averages its buffers, rank 0 writes, and all learn whether it did.
   // With stages rank 0 gathers the whole model for it, and frees the others' stages after.
   void save_checkpoint(const data::SamplerPosition& position) {
@@ -314,8 +335,9 @@ struct Trainer::State {
         [&] {
           return encode_checkpoint(model, *optimizer, {global_step, position}, ranks, config);
         },
-        checkpointing());
-    if (checkpointing().rank() == 0) keep_newest_checkpoints(dir, config.train.keep_checkpoints);
+        run_id, checkpointing());
+    if (checkpointing().rank() == 0)
+      keep_newest_checkpoints(dir, config.train.keep_checkpoints, run_id);
     if (part) pipeline::release_other_stages(*part);
   }
 
@@ -323,10 +345,12 @@ struct Trainer::State {
   // own stage (with tensor ranks, its slices), and frees the rest again.
   // With WorldChange::allow_smaller a checkpoint of more ranks resumes on these: the epoch
   // goes on from the first sample the old world had not taken (sharded_sampler.h).
-  data::SamplerPosition restore(const std::string& dir, ResumePoint& from, WorldChange change) {
+  // `written_by`: only a checkpoint of that run.
+  data::SamplerPosition restore(const std::string& dir, ResumePoint& from, WorldChange change,
+                                const std::string& written_by) {
     if (part) pipeline::hold_other_stages(*part);
     auto& ranks = checkpointing();
-    const auto read = read_newest_on_rank0(dir, ranks);
+    const auto read = read_newest_on_rank0(dir, ranks, written_by);
     from.path = read.path;
     const auto resumed = decode_checkpoint(read.payload, read.path, model, *optimizer, ranks.rank(),
                                            ranks.size(), config, change);
@@ -372,25 +396,41 @@ void Trainer::record_into(Timeline* timeline) {
   s_->strategy->record_into(timeline);
 }
 
+void Trainer::claim_checkpoint_dir(Arrival arrival) {
+  const auto& dir = s_->config.train.checkpoint_dir;
+  if (dir.empty()) return;
+  on_rank0_for_all(
+      [&] {
+        train::claim_checkpoint_dir(dir, checkpoints_newest_first(dir), s_->run_id, arrival,
+                                    "train.checkpoint_dir");
+      },
+      cat("take the checkpoint folder ", dir), s_->world);
+}
+
 ResumePoint Trainer::resume(const std::string& dir, WorldChange change) {
+  return resume_written_by(dir, change, "");
+}
+
+ResumePoint Trainer::resume_written_by(const std::string& dir, WorldChange change,
+                                       const std::string& run_id) {
   if (s_->grid && s_->config.parallel.schedule == "ddg")
     throw ConfigError(cat("--resume ", dir, ": ", kDdgHoldsBatches));
   ResumePoint from;
   // A rank that does not train reads no checkpoint: its strategy hears from the others.
-  if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir, from, change));
+  if (s_->strategy->trains()) s_->sampler.restore(s_->restore(dir, from, change, run_id));
   s_->strategy->resumed_at(s_->global_step);
   from.global_step = s_->global_step;
   return from;
 }
 
-std::optional<ResumePoint> Trainer::resume_if_present(const std::string& dir, WorldChange change) {
+std::optional<ResumePoint> Trainer::resume_own(const std::string& dir, WorldChange change) {
   // World rank 0 trains (servers and centres are the last ranks) and decides for all, so that a
   // server resumes exactly when its workers do.
   std::int32_t present = 0;
-  if (s_->world.rank() == 0) present = !checkpoints_newest_first(dir).empty();
+  if (s_->world.rank() == 0) present = !checkpoints_of_run(dir, s_->run_id).empty();
   s_->world.broadcast(comm::Buffer{&present, 1, comm::DType::i32}, 0);
   if (!present) return std::nullopt;
-  return resume(dir, change);
+  return resume_written_by(dir, change, s_->run_id);
 }
 
 TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progress) {
@@ -411,6 +451,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   if (schedule.total_steps == 0) schedule.total_steps = total;
 
   TrainResult result;
+  bool preempted = false;
   data::SamplerPosition position = s.sampler.position();
   double excluded = 0, overlapped = 0, window_loss = 0;
   std::int64_t window_steps = 0;
@@ -427,9 +468,11 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     if (s.lane) s.lane->add(name, mark, end, "step", s.global_step);
     mark = end;
   };
+  std::int64_t saved_at = -1;  // the step of the newest checkpoint written
   // Collective: every rank saves (rank 0 writes); rank 0 reports it.
   auto checkpoint = [&] {
     s.save_checkpoint(position);
+    saved_at = s.global_step;
     if (reporter && on_event)
       on_event({{"event", "checkpoint"},
                 {"step", s.global_step},
@@ -512,6 +555,11 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
                       {"train_s", train_s}});
         });
       }
+      // A preemption stops here, where the ranks agree, when there is a checkpoint to go on from.
+      if (preemption_caught() && !t.checkpoint_dir.empty() && !last && s.stop_agreed()) {
+        preempted = true;
+        break;
+      }
     }
   }
   s.drain_pipeline();
@@ -521,10 +569,16 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
   const double loop_s = seconds_between(loop_start, loop_end) - excluded;
   s.sampler.restore(position);
 
-  if (!t.checkpoint_dir.empty()) {
+  if (!t.checkpoint_dir.empty() && saved_at != s.global_step) {
     Span saving(s.lane, "checkpoint");
     checkpoint();
   }
+  if (preempted)  // rank 0 says so, once
+    throw Preempted(!reporter ? ""
+                              : cat("preempted: stopped after step ", s.global_step, " of ", total,
+                                    ", checkpointed in ",
+                                    checkpoint_file(t.checkpoint_dir, s.global_step),
+                                    "; go on with --resume ", t.checkpoint_dir));
   {
     Span evaluating(s.lane, "eval");
     result.test = s.evaluate();  // also consolidates the replicas, before the export

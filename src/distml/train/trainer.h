@@ -36,6 +36,7 @@
 #include "distml/core/timeline.h"
 #include "distml/nn/model_registry.h"
 #include "distml/train/checkpoint_contents.h"  // WorldChange
+#include "distml/train/checkpoint_owner.h"     // Arrival
 #include "distml/train/config.h"
 #include "distml/train/objective.h"
 #include "distml/train/task_data.h"
@@ -85,9 +86,15 @@ class Trainer {
   /// data, batch or world size differ; a larger world is taken with allow_smaller, as after
   /// an elastic restart). Returns the file and the step it resumed at.
   ResumePoint resume(const std::string& dir, WorldChange change = WorldChange::refuse);
-  /// As resume() when `dir` holds a checkpoint file (as rank 0 sees it); nullopt otherwise.
-  std::optional<ResumePoint> resume_if_present(const std::string& dir,
-                                               WorldChange change = WorldChange::refuse);
+  /// As resume(), from the newest checkpoint in `dir` that this run wrote (this_run_id(), as
+  /// rank 0 sees it; after a restart); nullopt when it wrote none.
+  std::optional<ResumePoint> resume_own(const std::string& dir,
+                                        WorldChange change = WorldChange::refuse);
+
+  /// Collective: makes this run the owner of train.checkpoint_dir, when one is set
+  /// (checkpoint_owner.h): UsageError on rank 0, a CheckpointError on the others, when a fresh
+  /// run finds another run's checkpoints there.
+  void claim_checkpoint_dir(Arrival arrival);
 
   TrainResult run(const EventSink& on_event = {}, const ProgressSink& on_progress = {});
 
@@ -104,6 +111,8 @@ class Trainer {
   nn::Model& model();
 
  private:
+  ResumePoint resume_written_by(const std::string& dir, WorldChange change,
+                                const std::string& run_id);
   struct State;
   std::unique_ptr<State> s_;
 };
