@@ -4,28 +4,38 @@ NP ?= 2
 
 PREFIX ?= /usr/local
 
-.PHONY: all setup build run test test-kernels bench data format clean install fuzz
+.PHONY: all setup setup-run setup-mnist build run test test-kernels bench data format clean install fuzz
 
 all: build
 
+# What make test needs (everything); make run and make install need less (scripts/setup.sh).
 setup:
-	@bash scripts/setup.sh
+	@bash scripts/setup.sh --for test
+
+setup-run:
+	@bash scripts/setup.sh --for run
+
+setup-mnist:
+	@bash scripts/setup.sh --for run --mnist
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
 
 build: setup $(BUILD)/build.ninja
+	@[ -f $(BUILD)/tests/CTestTestfile.cmake ] || cmake -S . -B $(BUILD)  # configured by make run, before GoogleTest was there
 	@ninja -C $(BUILD)
 
 # The main job: LeNet-5 on MNIST with $(NP) ranks for one epoch; prints the test accuracy.
 # Builds the distml binary only, not the test suite.
-run: setup data $(BUILD)/build.ninja
+run: setup-mnist $(BUILD)/build.ninja
 	@[ -x $(BUILD)/distml ] || echo "make run: building the distml binary (a first build takes about 5 minutes on 2 cores)"
 	@ninja -C $(BUILD) distml
 	$(BUILD)/distml train --config examples/mnist_lenet.toml --np $(NP)
 
-# Headers, libraries and the CMake package (find_package(distml); examples/custom_loop).
-install: build
+# The distml command with what it reads at run time, the headers, libraries and the CMake
+# package (find_package(distml); examples/custom_loop).
+install: setup-run $(BUILD)/build.ninja
+	@ninja -C $(BUILD) distml
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # One slot per core: most tests keep one core busy or wait; those that need more say so
@@ -66,8 +76,8 @@ fuzz: setup $(BUILD)/build.ninja
 	@fail=0; for t in $$(cat fuzz/targets.txt); do \
 	  bash fuzz/run.sh $(BUILD)/fuzz $$t $(FUZZ_SECONDS) || fail=1; done; exit $$fail
 
-data: setup
-	@bash scripts/setup.sh --data
+data: setup-run
+	@bash scripts/setup.sh --for run --data
 
 format:
 	find src tests bench scripts cmake -name '*.h' -o -name '*.cc' -o -name '*.cpp' | xargs clang-format -i

@@ -1,5 +1,7 @@
-# `make install` (cmake --install): the headers and the libraries a program of one's own needs
-# for communication and data-parallel training, as a CMake package:
+# `make install` (cmake --install): the `distml` command with what it reads at run time
+# (PREFIX/share/distml: the report's plotting bundles, the tuned RL configs; found by
+# core/installed_path.h), and the headers and the libraries a program of one's own needs for
+# communication and data-parallel training, as a CMake package:
 #   find_package(distml REQUIRED)
 #   target_link_libraries(my_program PRIVATE distml::distml)
 # examples/custom_loop is such a program; the tests build it against an installed tree.
@@ -28,3 +30,12 @@ write_basic_package_version_file(${CMAKE_CURRENT_BINARY_DIR}/distmlConfigVersion
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/distmlConfig.cmake
               ${CMAKE_CURRENT_BINARY_DIR}/distmlConfigVersion.cmake
         DESTINATION ${distml_cmake_dir})
+
+install(TARGETS distml distml-torch RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+set(distml_share ${CMAKE_INSTALL_DATADIR}/distml)
+foreach(bundle vega/build/vega.min.js vega-lite/build/vega-lite.min.js)
+  get_filename_component(bundle_dir ${bundle} DIRECTORY)
+  install(FILES third_party/npm/node_modules/${bundle}
+          DESTINATION ${distml_share}/node_modules/${bundle_dir} OPTIONAL)
+endforeach()
+install(DIRECTORY examples/rl/ DESTINATION ${distml_share}/examples/rl FILES_MATCHING PATTERN "*.toml")

