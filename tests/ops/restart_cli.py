@@ -31,7 +31,7 @@
   never-joins  rank 0 of a 2-rank gloo world starts alone: it must end (exit non-zero, naming
                rank 1) within train.timeout_s + 10 s
   host-lost    2 emulated hosts (network namespaces) of 1 rank; host 1's link goes down while
-               training: the job must end (exit non-zero) within train.timeout_s + 25 s (below)
+               training: the job must end (exit non-zero) within train.timeout_s + 10 s
                and leave no namespace or process behind. Exit 77 (skipped) where namespaces
                cannot be made
   stall ENGINE [late]  2 ranks; rank 1 is stopped (SIGSTOP) while training. Rank 0's stall
@@ -480,9 +480,9 @@ def host_lost(distml, d):
     cut_at = time.time()
     # Rank 0 times out (timeout_s), asks the others where they are (3 s, diagnose_grace) and
     # exits; mpirun reports the failure and then waits for the lost host's daemon, so distml
-    # launch stops it 10 s after its report (launch.cc, kTeardownGrace), and kills it 5 s later
-    # if it is still there: timeout_s + 18 s, and a margin for a loaded machine. A hang fails.
-    limit = timeout_s + 25
+    # launch stops it 4 s after that report (launch.cc, mpirun_teardown_grace): about
+    # timeout_s + 7.5 s. The fault suite's bound is timeout_s + 10 s.
+    limit = timeout_s + 10
     try:
         _, err = job.communicate(timeout=limit)
     except subprocess.TimeoutExpired:

@@ -26,6 +26,7 @@
 #include "distml/core/parse.h"
 #include "distml/core/preemption.h"
 #include "distml/core/run_id.h"
+#include "hostfile.h"
 #include "netns_cluster.h"
 #include "slurm.h"
 
@@ -78,7 +79,7 @@ struct Child {
   bool running = true;
   bool stopped = false;  // the launcher sent it SIGTERM to stop
   std::chrono::steady_clock::time_point teardown_by =
-      std::chrono::steady_clock::time_point::max();  // ChildSpec::reported_failure
+      std::chrono::steady_clock::time_point::max();  // ChildSpec::teardown_grace
   bool killed = false;                               // ... and then SIGKILL
 };
 
@@ -116,23 +117,21 @@ int exit_code_of(int status) {
   return 1;
 }
 
+// How long a process that reported its job's failure may take to end before it is stopped
+// (after what it wrote to stderr so far), or nullopt while it has reported none.
+using TeardownGrace = std::function<std::optional<std::chrono::seconds>(const std::string&)>;
+
 // A process to start: its command, what to add to its environment, its name in messages, and
-// (with keep_stderr) whether what it wrote to stderr so far says that its job has failed.
+// (with keep_stderr) how long it may take to end once its stderr says that its job has failed.
 struct ChildSpec {
   std::vector<std::string> argv;
   std::vector<std::pair<std::string, std::string>> env;
   std::string name;
-  std::function<bool(const std::string& stderr_tail)> reported_failure;
+  TeardownGrace teardown_grace;
   // mpirun ends the job on SIGTERM, killing the ranks a moment later, but passes SIGUSR1 on:
   // sent that instead, so that distml's ranks can checkpoint (core/preemption.h).
   bool preempt_with_usr1 = false;
 };
-
-// How long a process that reported its job's failure may take to end before it is stopped:
-// mpirun that cannot reach a lost host's daemon waits for it forever. Ending a job over hosts
-// it can reach took mpirun 1-3 s after its report on 2 emulated hosts, and more than 3 s on a
-// loaded machine; stopping it sooner would lose the failing rank's exit code it then reports.
-constexpr auto kTeardownGrace = std::chrono::seconds(10);
 
 // Why a process ended, in words: "exited with code 3", "was killed by signal 9 (Killed)".
 std::string ending_of(int status) {
@@ -228,9 +227,9 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         if (n > 0 && to == 2 && keep_stderr) {
           c.err_tail.append(buf, n);
           if (c.err_tail.size() > 8192) c.err_tail.erase(0, c.err_tail.size() - 8192);
-          if (c.teardown_by == std::chrono::steady_clock::time_point::max() &&
-              specs[r].reported_failure && specs[r].reported_failure(c.err_tail))
-            c.teardown_by = std::chrono::steady_clock::now() + kTeardownGrace;
+          if (specs[r].teardown_grace)
+            if (const auto grace = specs[r].teardown_grace(c.err_tail))
+              c.teardown_by = std::min(c.teardown_by, std::chrono::steady_clock::now() + *grace);
         }
         std::string& pending = to == 1 ? c.out_buf : c.err_buf;
         if (n > 0 && !prefix_output) {
@@ -293,9 +292,9 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
       if (c.running && !c.stopped && std::chrono::steady_clock::now() > c.teardown_by) {
         const std::string& name = specs[&c - children.data()].name;
         std::fprintf(stderr,
-                     "distml launch: %s reported the job's failure but has not ended after %lld "
-                     "s (a host it cannot reach?); stopping it\n",
-                     name.c_str(), static_cast<long long>(kTeardownGrace.count()));
+                     "distml launch: %s reported the job's failure but has not ended (a host it "
+                     "cannot reach?); stopping it\n",
+                     name.c_str());
         if (end.code == 0) {
           end.code = 1;
           end.failed = static_cast<int>(&c - children.data());
@@ -350,26 +349,42 @@ JobEnd launch_local_processes(const LaunchOptions& o, int np) {
 }
 
 // mpirun's own account of the rank that ended the job, from the end of its stderr: "rank 1
-// was killed by signal 9 (Killed)" or "rank 1 exited with code 3"; empty when it gave none.
-std::string mpirun_failure(const std::string& stderr_tail) {
+// was killed by signal 9 (Killed)" (code 137) or "rank 1 exited with code 3"; nullopt when it
+// gave none.
+struct MpirunFailure {
+  std::string cause;
+  int code;
+};
+std::optional<MpirunFailure> mpirun_failure(const std::string& stderr_tail) {
   static const std::regex killed(
       R"(process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+) \(([^)]*)\))");
   static const std::regex exited(R"(Process name: \[\[\d+,\d+\],(\d+)\]\s+Exit code:\s+(\d+))");
   std::smatch m;
   if (std::regex_search(stderr_tail, m, killed))
-    return cat("rank ", m[1].str(), " on ", m[2].str(), " was killed by signal ", m[3].str(), " (",
-               m[4].str(), ")");
+    return MpirunFailure{cat("rank ", m[1].str(), " on ", m[2].str(), " was killed by signal ",
+                             m[3].str(), " (", m[4].str(), ")"),
+                         128 + std::stoi(m[3].str())};
   if (std::regex_search(stderr_tail, m, exited))
-    return cat("rank ", m[1].str(), " exited with code ", m[2].str());
-  return "";
+    return MpirunFailure{cat("rank ", m[1].str(), " exited with code ", m[2].str()),
+                         std::stoi(m[2].str())};
+  return std::nullopt;
 }
 
-// Whether mpirun's stderr says that it is ending the job after a failure.
-bool mpirun_reported_failure(const std::string& stderr_tail) {
-  for (const char* banner : {"the job has been aborted", "ORTE has lost communication",
-                             "mpirun noticed that process rank"})
-    if (stderr_tail.find(banner) != std::string::npos) return true;
-  return false;
+// How long mpirun may take to end after it reported a failure: it waits forever for the daemon
+// of a lost host. Once its report names the failing rank and its exit code (which the launcher
+// then exits with), what it does next only ends its own run: 2 s for that. Before, ending a job
+// took mpirun 1-3 s after its first report on 2 emulated hosts, more on a loaded machine, and
+// stopping it sooner loses that exit code: 10 s on one machine (where no daemon can be lost),
+// 4 s across hosts, so that a lost host ends the job within train.timeout_s + 10 s.
+TeardownGrace mpirun_teardown_grace(bool across_hosts) {
+  return [across_hosts](const std::string& stderr_tail) -> std::optional<std::chrono::seconds> {
+    if (mpirun_failure(stderr_tail)) return std::chrono::seconds(2);
+    for (const char* banner : {"the job has been aborted", "ORTE has lost communication",
+                               "mpirun noticed that process rank"})
+      if (stderr_tail.find(banner) != std::string::npos)
+        return std::chrono::seconds(across_hosts ? 4 : 10);
+    return std::nullopt;
+  };
 }
 
 // Runs the job (run_job(np)), and after a failure runs it again while restarts are left: each
@@ -435,18 +450,6 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job)
   }
 }
 
-// The first host a hostfile names (its first word that is not a comment).
-std::string first_host(const std::string& hostfile) {
-  std::ifstream in(hostfile);
-  if (!in) throw UsageError(cat("--hostfile ", hostfile, ": cannot read it"));
-  std::string word;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line.substr(0, line.find('#')));
-    if (words >> word) return word;
-  }
-  throw UsageError(cat("--hostfile ", hostfile, ": names no host"));
-}
-
 // mpirun's environment: run as root where we are root, and where the ranks of the gloo engine
 // meet (rank 0's host, a port).
 void prepare_mpirun_environment(const LaunchOptions& o, const std::string& master) {
@@ -497,7 +500,11 @@ int launch_netns_cluster(LaunchOptions o) {
   std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
                shape.hosts, shape.ranks_per_host,
                shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
-  return run_children({{cluster.on_host(0, mpirun), {}, "mpirun", mpirun_reported_failure, true}},
+  return run_children({{cluster.on_host(0, mpirun),
+                        {},
+                        "mpirun",
+                        mpirun_teardown_grace(/*across_hosts=*/true),
+                        true}},
                       false, true)
       .code;
 }
@@ -595,15 +602,20 @@ int launch(const LaunchOptions& o) {
   if (!o.hosts.empty()) master = split_list(o.hosts).front();
   prepare_mpirun_environment(o, master.substr(0, master.find(':')));
   // mpirun forwards signals to the ranks and exits with the first failing rank's code; run as
-  // a child, not exec'd, so that a lost host cannot leave it waiting forever (kTeardownGrace).
+  // a child, not exec'd, so that a lost host cannot leave it waiting forever
+  // (mpirun_teardown_grace).
   return supervise(o, [&](int) {
+    const bool across_hosts = !o.hosts.empty() || !o.hostfile.empty();
     JobEnd end = run_children({{mpirun_command(o, cores(), ::geteuid() == 0),
                                 {},
                                 "mpirun",
-                                mpirun_reported_failure,
+                                mpirun_teardown_grace(across_hosts),
                                 true}},
                               false, true);
-    if (auto rank = mpirun_failure(end.stderr_tail); !rank.empty()) end.cause = rank;
+    if (const auto failure = mpirun_failure(end.stderr_tail)) {
+      end.cause = failure->cause;
+      end.code = failure->code;  // also where mpirun was stopped before it could exit with it
+    }
     return end;
   });
 }
