@@ -34,11 +34,11 @@
                training: the job must end (exit non-zero) within train.timeout_s + 10 s
                and leave no namespace or process behind. Exit 77 (skipped) where namespaces
                cannot be made
-  stall ENGINE [late]  2 ranks; rank 1 is stopped (SIGSTOP) while training. Rank 0's stall
+  stall ENGINE [late|rl]  2 ranks; rank 1 is stopped (SIGSTOP) while training. Rank 0's stall
                inspector must name rank 1 within train.stall_warn_s + 5 s, and the job must end
                (exit non-zero, naming rank 1) within train.timeout_s + 10 s of the stop. With
                "late", train.timeout_s (8) is shorter than train.stall_warn_s (60): the
-               timeout's error must still name rank 1"""
+               timeout's error must still name rank 1. With "rl", the same for distml rl ppo"""
 import os
 import re
 import signal
@@ -401,14 +401,18 @@ def refused(distml, d, cfg):
           "shrinking ps or npz data, are refused")
 
 
-def stall(distml, d, cfg, engine, late=""):
+def stall(distml, d, cfg, engine, variant=""):
     # "late": a timeout shorter than the first warning; the inspector asks 2 s before it.
-    warn_s, timeout_s = (60, 8) if late else (3, 12)
-    job = subprocess.Popen(
-        [distml, "train", "--config", cfg, "--engine", engine, "--np", "2", "--json", "--set",
-         "train.max_steps=1000000", "--set", f"train.stall_warn_s={warn_s}", "--set",
-         f"train.timeout_s={timeout_s}"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # "rl": distml rl ppo, whose ranks all-reduce gradients each update.
+    warn_s, timeout_s = (60, 8) if variant == "late" else (3, 12)
+    if variant == "rl":
+        command = ["rl", "ppo", "--env", "cartpole", "--set", "run.env_steps=100000000",
+                   "--set", f"run.stall_warn_s={warn_s}", "--set", f"run.timeout_s={timeout_s}"]
+    else:
+        command = ["train", "--config", cfg, "--set", "train.max_steps=1000000", "--set",
+                   f"train.stall_warn_s={warn_s}", "--set", f"train.timeout_s={timeout_s}"]
+    job = subprocess.Popen([distml, *command, "--engine", engine, "--np", "2", "--json"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     lines = []  # (seconds since the stop, line) of stderr
     stopped_at = [None]
 
@@ -437,7 +441,10 @@ def stall(distml, d, cfg, engine, late=""):
     first_report = min(warn_s, timeout_s - 2)
     if not stalls or stalls[0][0] > first_report + 5:
         sys.exit(f"FAIL: no stall report naming rank 1 within {first_report + 5} s of the stop")
-    ends = [l for _, l in lines if "not complete after" in l and "rank 1 (no answer" in l]
+    # The error of an asynchronous operation carries the inspector's report; a blocking one's,
+    # the ranks that did not arrive in its own exchange after the timeout (comm/diagnose.h).
+    ends = [l for _, l in lines if ("not complete after" in l and "rank 1 (no answer" in l)
+            or ("timed out" in l and "did not arrive: 1" in l)]
     if rc == 0 or not ends:
         sys.exit(f"FAIL: expected a failing exit whose timeout error names rank 1 (rc {rc})")
     print(f"ok: rank 1 named {stalls[0][0]:.1f} s after its stop; the job ended after "

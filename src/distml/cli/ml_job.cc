@@ -102,6 +102,10 @@ void add_job_options(CLI::App* sub, JobOptions& job, CLI::Option*& np) {
   np = sub->add_option("--np", job.np, "Ranks (relaunches under distml launch; threads for local)");
   sub->add_option("--engine", job.engine, "mpi | gloo | local");
   sub->add_option("--timeout", job.timeout_s, "Seconds before a blocked collective fails");
+  sub->add_option("--stall-warn", job.stall_warn_s,
+                  "Seconds in one collective after which a rank logs which ranks it waits for "
+                  "(0: never; docs/operations.md, \"Stall inspector\")")
+      ->check(CLI::NonNegativeNumber);
 }
 
 void add_data_options(CLI::App* sub, DataOptions& d) {

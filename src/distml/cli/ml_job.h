@@ -59,12 +59,13 @@ std::int64_t align_labels(ml::LocalData& d, const std::vector<std::string>& name
 /// DataError naming `file` unless `d` has `want` features.
 void check_features(const ml::LocalData& d, std::size_t want, const std::string& file);
 
-/// --np, --engine, --timeout.
+/// --np, --engine, --timeout, --stall-warn.
 struct JobOptions {
   int np = 0;
   bool np_given = false;
   std::string engine = "mpi";
   double timeout_s = 300;
+  double stall_warn_s = 60;  // the stall inspector (comm/stall_inspector.h); 0: off
 };
 
 /// Runs `body` on this process's ranks: threads for the local engine, else the launched ones.
@@ -75,6 +76,7 @@ void run_job(const JobOptions& job, int argc, char** argv, const Body& body) {
   if (job.engine != "local") relaunch_if_requested(job.np, job.engine, argc, argv);
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(job.timeout_s * 1000));
+  copts.stall_warn = comm::Millis(static_cast<long long>(job.stall_warn_s * 1000));
   run_on_ranks(job.engine, job.np, copts, body);
 }
 

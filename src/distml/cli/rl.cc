@@ -218,6 +218,7 @@ void run(RlOptions o, int argc, char** argv) {
 
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.run.timeout_s * 1000));
+  copts.stall_warn = comm::Millis(static_cast<long long>(config.run.stall_warn_s * 1000));
   copts.fingerprint = rl::fingerprint(config);
   run_on_ranks(o.engine, o.np, copts, [&](comm::Communicator& comm) {
     rl_rank(config, o, comm, start, run_dir ? &*run_dir : nullptr);

@@ -111,6 +111,7 @@ const config::Schema<RlConfig>& schema() {
           K::int_key("run", "checkpoint_every", 0, CONFIG_FIELD(run.checkpoint_every)),
           K::string_key("run", "resume", CONFIG_FIELD(run.resume)),
           K::float_key("run", "timeout_s", kPositive, CONFIG_FIELD(run.timeout_s)),
+          K::float_key("run", "stall_warn_s", kNonNegative, CONFIG_FIELD(run.stall_warn_s)),
           K::float_key("run", "actor_timeout_s", kPositive, CONFIG_FIELD(run.actor_timeout_s)),
           K::choice_key("run", "on_actor_loss", {"continue", "stop"},
                         CONFIG_FIELD(run.on_actor_loss)),

@@ -85,6 +85,7 @@ struct RunConfig {
   std::string resume;                      // a checkpoint directory to continue from
   std::int64_t checkpoint_every = 0;       // updates between checkpoints (0: only at the end)
   double timeout_s = 120;                  // deadline of every blocking operation
+  double stall_warn_s = 60;                // the stall inspector (comm/stall_inspector.h); 0: off
   double actor_timeout_s = 60;             // an actor silent this long is reported lost
   std::string on_actor_loss = "continue";  // continue | stop
   std::int64_t fault_actor = -1;           // tests: this actor rank stops after fault_after
