@@ -452,6 +452,28 @@ def scenario_run_dirs(distml, tmp):
     run(distml, "report", fit_dir, "--out", f"{tmp}/fit.html")
     print("ok: fit wrote config.toml and done.json; a report of it has its table")
 
+    # Every attempt's trace counts (comm/timeline_exchange.h): a restart's own file, and the
+    # ranks' streams of an attempt killed before it wrote one (each stream's last line cut
+    # short by the kill). Here both hold the fixture: each bar is twice its self time.
+    a = f"{tmp}/attempts"
+    run(distml, *common, "--run-dir", a)
+    with open(f"{a}/timeline.attempt1.json", "w") as f:
+        json.dump(FIXTURE_TRACE, f)
+    for rank in (0, 1):
+        with open(f"{a}/timeline.json.attempt0.rank{rank}.jsonl", "w") as f:
+            for e in FIXTURE_TRACE["traceEvents"]:
+                if e["pid"] == rank:
+                    f.write(json.dumps(e) + "\n")
+            f.write('{"ph": "X", "name": "st')
+    run(distml, "report", a, "--out", f"{tmp}/attempts.html")
+    rows = specs_of(f"{tmp}/attempts.html")["time per rank: attempts"]["data"]["values"]
+    got = {(r["rank"], r["name"]): r["seconds"] for r in rows}
+    want = {k: 2 * v for k, v in FIXTURE_SECONDS.items()}
+    # Sums of a few float64 durations of about 1e-3 s: rounding stays below 1e-17 s.
+    if set(got) != set(want) or any(abs(got[k] - v) > 1e-12 for k, v in want.items()):
+        fail(f"time per rank over two attempts: {got}, want {want}")
+    print("ok: the report adds a restart's trace and a killed attempt's streams")
+
 
 def scenario_bad_input(distml, tmp):
     report = [distml, "report"]

@@ -23,6 +23,9 @@
   preempt ENGINE SIG  SIG (TERM or USR1) to `train --np 2` while training: exit 75, a checkpoint
                at the step where the ranks stopped, and --resume from it ends where a straight
                run ends, bit for bit
+  timeline     2 gloo ranks with --run-dir --timeline and --max-restarts 1; rank 1 is killed
+               after the first checkpoint: both ranks' streams of the killed attempt hold its
+               steps, the restart writes its own trace file, and distml report reads them
   rl           distml rl ppo at 2 gloo ranks with --max-restarts 1; rank 1 is killed after the
                first checkpoint: exit 0 after one restart, as many env steps as a straight run
   refused      --max-restarts without a checkpoint directory, with checkpoints only at the end
@@ -351,6 +354,32 @@ def preempt(distml, d, cfg, engine, sig):
           f"resumed, they ended on the straight run's parameters ({straight['param_checksum']})")
 
 
+def timeline(distml, d, cfg):
+    run_dir, ckpt = f"{d}/run", f"{d}/ckpt"
+    done, err = kill_after_first_checkpoint(
+        distml, ["train", "--config", cfg, "--engine", "gloo", "--np", "2", "--json",
+                 "--max-restarts", "1", "--run-dir", run_dir, "--timeline", "--set",
+                 f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=300"],
+        ckpt, 1)  # 300 steps: longer than the streams' 0.25 s between appends
+    files = sorted(os.listdir(run_dir))
+    streams = [f"timeline.json.attempt0.rank{r}.jsonl" for r in (0, 1)]
+    if done["restarts"] != 1 or "timeline.attempt1.json" not in files or \
+            any(s not in files for s in streams) or any(".attempt1.rank" in f for f in files):
+        sys.exit(f"FAIL: expected attempt 0's streams of both ranks and attempt 1's trace file "
+                 f"(its streams removed once written): {files}")
+    for stream in streams:
+        with open(f"{run_dir}/{stream}") as f:
+            steps = sum('"name":"step"' in line for line in f)
+        if steps == 0:
+            sys.exit(f"FAIL: {stream} holds no step of the killed attempt")
+        print(f"ok: {stream}: {steps} steps of the killed attempt")
+    page = subprocess.run([distml, "report", run_dir, "--out", f"{d}/report.html"],
+                          capture_output=True, text=True, timeout=60)
+    if page.returncode != 0:
+        sys.exit(f"FAIL: distml report of the restarted run:\n{page.stderr}")
+    print("ok: the killed attempt's timeline was streamed by every rank; the restart wrote its own")
+
+
 def rl(distml, d):
     with open(f"{d}/rl.toml", "w") as f:  # the built-in settings: no target return to stop at
         f.write("[run]\n")
@@ -524,7 +553,7 @@ def main():
              "preempt": preempt}[scenario](distml, d, cfg, *sys.argv[3:])
         else:
             {"corrupt": corrupt, "refused": refused, "never-joins": never_joins,
-             "launched": launched, "owned": owned}[scenario](distml, d, cfg)
+             "launched": launched, "owned": owned, "timeline": timeline}[scenario](distml, d, cfg)
 
 
 if __name__ == "__main__":

@@ -109,8 +109,9 @@ void claim_rl_checkpoint_dir(const rl::RlConfig& config) {
 
 void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator& comm,
              Clock::time_point start, RunDir* run_dir) {
-  if (comm.rank() == 0) claim_rl_checkpoint_dir(config);     // ranks a launcher started: here
-  comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
+  if (comm.rank() == 0) claim_rl_checkpoint_dir(config);  // ranks a launcher started: here
+  // Aligns the clocks first; one file per attempt (a restart's does not overwrite).
+  comm::TimelineRecording recording(comm, o.timeline_path, restarts_so_far());
   if (const int restarts = restarts_so_far(); restarts > 0 && comm.rank() == 0)
     std::fprintf(stderr, "distml: restart %d: %s\n", restarts,
                  config.run.resume.empty()

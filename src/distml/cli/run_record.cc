@@ -1,10 +1,14 @@
 #include "run_record.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <regex>
+#include <set>
 #include <sstream>
+#include <tuple>
 
 #include "distml/core/error.h"
 #include "run_dir.h"
@@ -72,6 +76,68 @@ const nlohmann::json* progress_of(const nlohmann::json& e) {
   return nullptr;
 }
 
+// The traces of a run's attempts (comm/timeline_exchange.h): timeline.json, a restart's
+// timeline.attemptK.json, and for an attempt that wrote none (it failed, or was killed) its
+// ranks' streams, timeline.json.attemptK.rankR.jsonl, read as one trace. Each with its source.
+std::vector<std::pair<std::string, nlohmann::json>> read_traces(const fs::path& root) {
+  static const std::regex attempt_file(R"(timeline(\.attempt(\d+))?\.json)");
+  static const std::regex stream_file(R"(timeline\.json\.attempt(\d+)\.rank\d+\.jsonl)");
+  std::set<std::string> whole;  // the attempts with a trace file
+  std::map<std::string, std::vector<fs::path>> streams;
+  std::vector<std::pair<std::string, nlohmann::json>> traces;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(root, ec)) files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    std::smatch m;
+    const std::string name = file.filename().string();
+    if (std::regex_match(name, m, attempt_file)) {
+      whole.insert(m[2].matched ? m[2].str() : "0");
+      traces.emplace_back(file.string(), parse_json_file(file));
+    } else if (std::regex_match(name, m, stream_file)) {
+      streams[m[1].str()].push_back(file);
+    }
+  }
+  for (const auto& [attempt, files_of_ranks] : streams) {
+    if (whole.contains(attempt)) continue;
+    nlohmann::json trace = {{"traceEvents", nlohmann::json::array()}};
+    for (const auto& file : files_of_ranks) {
+      std::istringstream lines(read_text(file));
+      int number = 0;
+      for (std::string line; std::getline(lines, line);) {
+        ++number;
+        try {
+          trace["traceEvents"].push_back(nlohmann::json::parse(line));
+        } catch (const nlohmann::json::exception&) {  // the last line of a killed writer
+          if (lines.peek() != EOF)
+            throw DataError(cat(file.string(), ":", number, ": not a JSON trace event"));
+        }
+      }
+    }
+    traces.emplace_back(cat(root.string(), "/timeline.json.attempt", attempt, ".rank*.jsonl"),
+                        std::move(trace));
+  }
+  return traces;
+}
+
+// Adds `more` into `total`: the seconds of the same rank and event name summed, in the order
+// rank_breakdown sorts them.
+void add_seconds(std::vector<RankSeconds>& total, const std::vector<RankSeconds>& more) {
+  for (const auto& m : more) {
+    const auto same = std::find_if(total.begin(), total.end(), [&](const RankSeconds& t) {
+      return t.rank == m.rank && t.name == m.name;
+    });
+    if (same != total.end())
+      same->seconds += m.seconds;
+    else
+      total.push_back(m);
+  }
+  std::sort(total.begin(), total.end(), [](const RankSeconds& a, const RankSeconds& b) {
+    return std::tie(a.rank, a.name) < std::tie(b.rank, b.name);
+  });
+}
+
 }  // namespace
 
 std::vector<nlohmann::json> resolve_restarts(const std::vector<nlohmann::json>& lines,
@@ -133,11 +199,11 @@ RunRecord read_run_dir(const std::string& dir) {
     run.done_time_s = run.done["wall_s"].get<double>() + offset;
   if (const fs::path config = root / kRunConfigFile; fs::exists(config, ec))
     run.config = read_text(config);
-  if (const fs::path timeline = root / kRunTimelineFile; fs::exists(timeline, ec)) {
+  for (const auto& [source, trace] : read_traces(root)) {
     try {
-      run.timeline = rank_breakdown(parse_json_file(timeline), timeline.string());
+      add_seconds(run.timeline, rank_breakdown(trace, source));
     } catch (const nlohmann::json::exception& e) {  // a field of another type
-      throw DataError(cat(timeline.string(), ": not a Chrome trace: ", e.what()));
+      throw DataError(cat(source, ": not a Chrome trace: ", e.what()));
     }
   }
   return run;

@@ -165,7 +165,8 @@ train::Arrival arrival_at_checkpoints(const TrainOptions& o, const train::TrainC
 void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::Communicator& comm,
                 const train::TaskData& data, std::chrono::steady_clock::time_point start,
                 RunDir* run_dir) {
-  comm::TimelineRecording recording(comm, o.timeline_path);  // aligns the clocks first
+  // Aligns the clocks first; one file per attempt (a restart's does not overwrite).
+  comm::TimelineRecording recording(comm, o.timeline_path, restarts_so_far());
   train::Trainer trainer(config, comm, data);
   trainer.claim_checkpoint_dir(arrival_at_checkpoints(o, config));
   resume_as_asked(trainer, config, o, comm);

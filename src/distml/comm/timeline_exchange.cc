@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <deque>
+#include <filesystem>
 #include <limits>
 #include <vector>
 
@@ -108,35 +109,42 @@ void gather_timeline(const Timeline& timeline, Communicator& comm, const std::st
   write_file_atomically(path, {trace_file_text(parts, other_data(errors, missing, ""))});
 }
 
-TimelineRecording::TimelineRecording(Communicator& comm, std::string path)
-    : comm_(comm), path_(std::move(path)) {
-  if (path_.empty()) return;
+std::string attempt_path(const std::string& path, int attempt) {
+  if (attempt == 0) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / cat(p.stem().string(), ".attempt", attempt, p.extension().string()))
+      .string();
+}
+
+std::string stream_path(const std::string& path, int attempt, int rank) {
+  return cat(path, ".attempt", attempt, ".rank", rank, ".jsonl");
+}
+
+TimelineRecording::TimelineRecording(Communicator& comm, std::string path, int attempt)
+    : comm_(comm), path_(attempt_path(path, attempt)) {
+  if (path.empty()) return;
   const auto aligned = align_clocks(comm, [] { return Timeline::ns(Clock::now()); });
   timeline_ = std::make_unique<Timeline>(comm.rank(), aligned.origin_ns, aligned.error_ns);
+  stream_ = stream_path(path, attempt, comm.rank());
+  streams_ = cat(path, ".attempt", attempt, ".rank*.jsonl");
+  timeline_->stream_to(stream_);
 }
 
 TimelineRecording::~TimelineRecording() {
-  if (!timeline_ || finished_ || comm_.rank() != 0) return;
-  try {
-    std::vector<std::int64_t> errors(comm_.size(), -1);
-    errors[0] = 0;
-    std::vector<int> missing;
-    for (int r = 1; r < comm_.size(); ++r) missing.push_back(r);
-    write_file_atomically(path_, {trace_file_text({timeline_->events_json()},
-                                                  other_data(errors, missing,
-                                                             "the run failed: rank 0's events "
-                                                             "alone, up to the failure"))});
-    std::fprintf(stderr, "distml: the run failed; rank 0's timeline is in %s\n", path_.c_str());
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "distml: the timeline %s could not be written: %s\n", path_.c_str(),
-                 e.what());
-  }
+  if (!timeline_ || finished_) return;
+  timeline_->flush_stream();
+  if (comm_.rank() == 0)
+    std::fprintf(stderr, "distml: the run failed; each rank's timeline up to it is in %s\n",
+                 streams_.c_str());
 }
 
 void TimelineRecording::finish() {
   if (!timeline_ || finished_) return;
   finished_ = true;  // the destructor has nothing left to do, even if writing fails
+  timeline_->flush_stream();
   gather_timeline(*timeline_, comm_, path_);
+  std::error_code ignored;
+  std::filesystem::remove(stream_, ignored);  // the trace file holds it all now
 }
 
 }  // namespace distml::comm

@@ -16,8 +16,13 @@
 // Gathering, at the end: every rank r > 0 sends rank 0 its events (as trace-event JSON, times
 // already relative to t0); rank 0 writes the file. Rank 0 waits at most the communicator's
 // timeout in all (at least 1 s per rank): a rank that never sends is left out and named in the
-// file ("missing_ranks") and on stderr. After a failed run (no finish()) rank 0 writes its own
-// events alone, without waiting for anyone.
+// file ("missing_ranks") and on stderr.
+//
+// Streaming, meanwhile: each rank appends its events to a file of its own as it goes
+// (stream_path(); core/timeline.h), so that a run that fails or is killed outright keeps every
+// rank's trace up to a fraction of a second before the end. A clean end removes them once the trace
+// file is written. A restart (attempt k > 0) writes its own files (attempt_path()), so that
+// no attempt's trace overwrites another's; `distml report` reads them all.
 #pragma once
 
 #include <cstdint>
@@ -45,13 +50,22 @@ ClockAlignment align_clocks(Communicator& comm, const std::function<std::int64_t
 /// (CheckpointError when it cannot). Ranks that do not arrive in time are left out.
 void gather_timeline(const Timeline& timeline, Communicator& comm, const std::string& path);
 
+/// The trace file of attempt `attempt` of a run whose trace goes to `path`: `path` itself for
+/// the first, "timeline.attempt2.json" for "timeline.json" and attempt 2.
+std::string attempt_path(const std::string& path, int attempt);
+
+/// The file rank `rank` streams its events to during attempt `attempt`:
+/// "timeline.json.attempt0.rank1.jsonl", one trace event per line.
+std::string stream_path(const std::string& path, int attempt, int rank);
+
 /// A run's timeline, from clock alignment to file. With an empty path it records nothing and
 /// timeline() is null.
 class TimelineRecording {
  public:
-  /// Collective when `path` is set (every rank must pass a path, or none): aligns the clocks.
-  TimelineRecording(Communicator& comm, std::string path);
-  /// Without finish() (the run failed), rank 0 writes its own events alone.
+  /// Collective when `path` is set (every rank must pass a path, or none): aligns the clocks
+  /// and starts this rank's stream. `attempt`: the restarts before this start.
+  TimelineRecording(Communicator& comm, std::string path, int attempt = 0);
+  /// Without finish() (the run failed), the stream keeps the events up to here.
   ~TimelineRecording();
   TimelineRecording(const TimelineRecording&) = delete;
   TimelineRecording& operator=(const TimelineRecording&) = delete;
@@ -62,7 +76,9 @@ class TimelineRecording {
 
  private:
   Communicator& comm_;
-  std::string path_;
+  std::string path_;     // this attempt's trace file
+  std::string stream_;   // this rank's stream
+  std::string streams_;  // every rank's, as a pattern for messages
   std::unique_ptr<Timeline> timeline_;
   bool finished_ = false;
 };

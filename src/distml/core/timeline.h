@@ -8,6 +8,12 @@
 // Each lane has one writer (the thread that records onto it), so recording takes no lock;
 // only lane() does, once per lane. The events are read (events_json()) after every writer
 // has finished.
+//
+// Streaming (stream_to): each lane's writer also appends its new events to a file of JSON
+// lines, itself, at most four times a second (when a span ends 0.25 s or more after its lane's
+// last append), under the file's lock; so a process killed outright leaves its trace up to
+// about a quarter of a second before the kill, and a lane's events are only ever read by its
+// writer. A lane that records nothing more keeps its last spans until flush_stream().
 #pragma once
 
 #include <cstdint>
@@ -35,7 +41,10 @@ class Timeline {
   /// A row of the trace ("main", "bucket 0", "actor"): one writer thread at a time.
   class Lane {
    public:
-    explicit Lane(std::string name) : name_(std::move(name)) { events_.reserve(1024); }
+    Lane(std::string name, Timeline& owner, int tid)
+        : name_(std::move(name)), owner_(owner), tid_(tid) {
+      events_.reserve(1024);
+    }
     /// Records [start, end) (end before start is recorded with duration 0).
     void add(const char* name, Clock::time_point start, Clock::time_point end,
              const char* arg_name = nullptr, std::int64_t arg = 0) {
@@ -44,13 +53,21 @@ class Timeline {
     void add_ns(const char* name, std::int64_t start_ns, std::int64_t end_ns,
                 const char* arg_name = nullptr, std::int64_t arg = 0) {
       events_.push_back({name, start_ns, end_ns > start_ns ? end_ns - start_ns : 0, arg_name, arg});
+      if (end_ns >= next_stream_ns_ && owner_.streaming()) stream();
     }
     const std::string& name() const { return name_; }
     const std::vector<Event>& events() const { return events_; }
+    /// Appends the events not streamed yet to the stream (by this lane's writer, or once it
+    /// has finished).
+    void stream();
 
    private:
     std::string name_;
+    Timeline& owner_;
+    int tid_;
     std::vector<Event> events_;
+    std::size_t streamed_ = 0;         // events_[0, streamed_) are in the stream
+    std::int64_t next_stream_ns_ = 0;  // the next span ending from here on streams
   };
 
   /// Event times are written relative to `origin_ns` (this rank's clock reading at rank 0's
@@ -58,6 +75,7 @@ class Timeline {
   explicit Timeline(int rank, std::int64_t origin_ns = ns(Clock::now()),
                     std::int64_t clock_error_ns = 0)
       : rank_(rank), origin_ns_(origin_ns), clock_error_ns_(clock_error_ns) {}
+  ~Timeline();
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
 
@@ -73,6 +91,14 @@ class Timeline {
   /// writer has finished.
   std::string events_json() const;
 
+  /// From now on the events are also appended to `path` (created or emptied), one trace event
+  /// per line: the metadata first, then each lane's spans at most 0.25 s after they end
+  /// (above). Call before any lane is made. CheckpointError when `path` cannot be written.
+  void stream_to(const std::string& path);
+  bool streaming() const { return stream_fd_ >= 0; }
+  /// Streams what every lane has not streamed yet; call once every writer has finished.
+  void flush_stream();
+
   static std::int64_t ns(Clock::time_point t) {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
   }
@@ -80,8 +106,11 @@ class Timeline {
  private:
   int rank_;
   std::int64_t origin_ns_, clock_error_ns_;
-  mutable std::mutex mutex_;  // guards lanes_ (not the lanes' events)
+  mutable std::mutex mutex_;  // guards lanes_ (not the lanes' events) and the stream's writes
   std::deque<Lane> lanes_;    // a deque: lane() hands out references that must stay valid
+  int stream_fd_ = -1;
+
+  void append_to_stream(const std::string& lines);
 };
 
 /// The lane `name` of `timeline`, or null when there is no timeline.
