@@ -150,20 +150,75 @@ TEST(TimelineExchange, LeavesOutARankThatNeverSends) {
   EXPECT_EQ(named(trace, "step")[0]["pid"], 0);
 }
 
-TEST(TimelineRecording, AFailedRunLeavesRankZerosEvents) {
+// The lines of a stream file as JSON objects; a last line cut short is left out.
+std::vector<json> stream_events(const std::string& path) {
+  std::ifstream in(path);
+  std::vector<json> events;
+  for (std::string line; std::getline(in, line);) {
+    if (!json::accept(line)) continue;
+    events.push_back(json::parse(line));
+  }
+  return events;
+}
+
+TEST(TimelineRecording, AFailedRunLeavesEveryRanksStream) {
   const std::string path = temp_path("timeline_failed");
   EXPECT_THROW(comm::local::run_ranks(2, {},
                                       [&](comm::Communicator& comm) {
-                                        comm::TimelineRecording recording(comm, path);
+                                        comm::TimelineRecording recording(comm, path, 3);
                                         recording.timeline()->lane("main").add_ns("step", 0, 1);
                                         throw Error("the run failed");
                                       }),
                Error);
-  const json trace = read_json(path);
+  EXPECT_FALSE(std::filesystem::exists(comm::attempt_path(path, 3)));
+  for (int rank = 0; rank < 2; ++rank) {
+    const std::string stream = comm::stream_path(path, 3, rank);
+    const auto events = stream_events(stream);
+    std::filesystem::remove(stream);
+    std::vector<std::string> names;
+    for (const auto& e : events)
+      if (e["pid"] == rank) names.push_back(e["name"]);
+    EXPECT_EQ(names, (std::vector<std::string>{"process_name", "process_sort_index", "thread_name",
+                                               "thread_sort_index", "step"}))
+        << "rank " << rank;
+  }
+}
+
+TEST(TimelineRecording, AWholeRunWritesItsAttemptsFileAndRemovesTheStreams) {
+  const std::string path = temp_path("timeline_whole.json");
+  comm::local::run_ranks(2, {}, [&](comm::Communicator& comm) {
+    comm::TimelineRecording recording(comm, path, 1);
+    recording.timeline()->lane("main").add_ns("step", recording.timeline()->origin_ns(),
+                                              recording.timeline()->origin_ns() + 10);
+    recording.finish();
+  });
+  const std::string written = comm::attempt_path(path, 1);
+  EXPECT_EQ(std::filesystem::path(written).filename().string(),
+            std::filesystem::path(path).stem().string() + ".attempt1.json");
+  const json trace = read_json(written);
+  std::filesystem::remove(written);
+  EXPECT_EQ(named(trace, "step").size(), 2u);
+  for (int rank = 0; rank < 2; ++rank)
+    EXPECT_FALSE(std::filesystem::exists(comm::stream_path(path, 1, rank))) << "rank " << rank;
+}
+
+// A lane streams its spans itself, a quarter of a second apart at most: a span that ends
+// later than that after the lane's last append is in the file before flush_stream().
+TEST(Timeline, StreamsItsSpansAsTheyEnd) {
+  const std::string path = temp_path("timeline_stream");
+  Timeline timeline(0);
+  timeline.stream_to(path);
+  auto& lane = timeline.lane("main");
+  const std::int64_t now = Timeline::ns(Clock::now());
+  lane.add_ns("first", now, now + 1);  // the lane's first append
+  lane.add_ns("held", now, now + 2);   // within 0.25 s of it: held
+  EXPECT_EQ(named(json{{"traceEvents", stream_events(path)}}, "held").size(), 0u);
+  // Ends 10 s on, however slowly this test runs: streams what was held.
+  lane.add_ns("later", now, now + 10'000'000'000);
+  const json streamed{{"traceEvents", stream_events(path)}};
+  for (const char* name : {"first", "held", "later"})
+    EXPECT_EQ(named(streamed, name).size(), 1u) << name;
   std::filesystem::remove(path);
-  EXPECT_EQ(trace["otherData"]["missing_ranks"], json::array({1}));
-  ASSERT_EQ(named(trace, "step").size(), 1u);
-  EXPECT_EQ(named(trace, "step")[0]["pid"], 0);
 }
 
 TEST(TimelineRecording, RecordsNothingWithoutAPath) {

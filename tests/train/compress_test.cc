@@ -442,7 +442,7 @@ std::size_t payload_bytes(const std::string& compressor, const std::vector<torch
   if (compressor == "topk") return k * (n <= 65536 ? 2 + 4 : 4 + 4);
   if (compressor == "randomk") return 4 * k;
   if (compressor == "qsgd") return n + 4 * ((n + 511) / 512);  // a code each, a norm a block
-  if (compressor == "natural") return n + 4;  // and the largest exponent
+  if (compressor == "natural") return n + 4;                   // and the largest exponent
   if (compressor == "sign") return (n + 7) / 8 + 4;
   std::size_t floats = 0;  // powersgd: P with the plain elements, then Q
   for (const auto& p : params) {

@@ -117,8 +117,8 @@ struct RankRun {
 };
 
 // The rank's side: `steps` SGD steps on its shards with `strategy`'s hooks, then reconcile().
-RankRun run_strategy(Strategy& strategy, const TwoLayerNet& init, const Rows& d, comm::Communicator& comm,
-                     int steps) {
+RankRun run_strategy(Strategy& strategy, const TwoLayerNet& init, const Rows& d,
+                     comm::Communicator& comm, int steps) {
   TwoLayerNet net = copy_of(init);
   torch::optim::SGD opt(net->parameters(), sgd_options());
   strategy.setup(nn::tensors_of(*net));
@@ -273,7 +273,8 @@ void expect_local_sgd_like_reference(int world, bool average_state) {
     worst.add(relative_difference(got[r].reconciled, reconciled));
     EXPECT_LE(relative_difference(got[r].reconciled, reconciled), kBound) << "rank " << r;
     EXPECT_TRUE(torch::equal(got[r].reconciled, got[0].reconciled)) << "rank " << r;
-    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance) << "rank " << r;
+    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance)
+        << "rank " << r;
   }
   EXPECT_GT(distance, 0);
   // Averages after steps 4 and 8 (parameters, and momentum when asked), then reconcile()'s
@@ -435,7 +436,8 @@ TEST_P(EasgdStrategyTest, ElasticUpdateEqualsTheFormula) {
     worst.add(relative_difference(got[r].reconciled, centre));
     EXPECT_LE(relative_difference(got[r].reconciled, centre), kBound) << "rank " << r;
     EXPECT_TRUE(torch::equal(got[r].reconciled, got[r].centre)) << "rank " << r;
-    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance) << "rank " << r;
+    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance)
+        << "rank " << r;
   }
 }
 
@@ -540,7 +542,8 @@ TEST_P(GossipStrategyTest, EqualsTheMixingFormulaThenReconcilesToTheAverage) {
     EXPECT_LE(relative_difference(got[r].reconciled, mean), kBound) << "rank " << r;
     // Consensus distance 0 after reconcile(): one model, bit for bit.
     EXPECT_TRUE(torch::equal(got[r].reconciled, got[0].reconciled)) << "rank " << r;
-    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance) << "rank " << r;
+    EXPECT_NEAR(got[r].stats.consensus_distance, distance, kDistanceBound * distance)
+        << "rank " << r;
   }
   EXPECT_GT(distance, 0);
   // Every step sends the parameters to each out-neighbour; reconcile() averages the
