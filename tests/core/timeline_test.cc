@@ -166,7 +166,9 @@ TEST(TimelineRecording, AFailedRunLeavesEveryRanksStream) {
   EXPECT_THROW(comm::local::run_ranks(2, {},
                                       [&](comm::Communicator& comm) {
                                         comm::TimelineRecording recording(comm, path, 3);
-                                        recording.timeline()->lane("main").add_ns("step", 0, 1);
+                                        auto& lane = recording.timeline()->lane("main");
+                                        lane.add_ns("step", 0, 1);  // streamed at once
+                                        lane.add_ns("held", 1, 2);  // until the end
                                         throw Error("the run failed");
                                       }),
                Error);
@@ -179,7 +181,7 @@ TEST(TimelineRecording, AFailedRunLeavesEveryRanksStream) {
     for (const auto& e : events)
       if (e["pid"] == rank) names.push_back(e["name"]);
     EXPECT_EQ(names, (std::vector<std::string>{"process_name", "process_sort_index", "thread_name",
-                                               "thread_sort_index", "step"}))
+                                               "thread_sort_index", "step", "held"}))
         << "rank " << rank;
   }
 }

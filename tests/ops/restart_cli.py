@@ -15,9 +15,10 @@
                the ranks take the policy from the launcher; and `distml launch --max-restarts`
                without a checkpoint folder: the ranks refuse it (exit 2), not restarted
   owned        run A keeps steps 80 and 120 in a folder; a fresh run B there is refused (exit
-               2, naming run A and --resume) and changes no file; B resuming the folder writes
-               up to step 200 keeping its newest 2 and never deletes A's; a temporary file of a
-               dead writer on this host is removed, one of another host kept
+               2, naming run A and --resume) and changes no file; B resuming the folder
+               continues run A from step 120 (not from a third run's file put there under a
+               higher step), keeps the run's newest 2 and the third run's file; a temporary
+               file of a dead writer on this host is removed, one of another host kept
   orphans ENGINE  the launcher of a 2-rank run is SIGKILLed while training: 5 s later no rank
                of it runs
   preempt ENGINE SIG  SIG (TERM or USR1) to `train --np 2` while training: exit 75, a checkpoint
@@ -27,7 +28,9 @@
                after the first checkpoint: both ranks' streams of the killed attempt hold its
                steps, the restart writes its own trace file, and distml report reads them
   rl           distml rl ppo at 2 gloo ranks with --max-restarts 1; rank 1 is killed after the
-               first checkpoint: exit 0 after one restart, as many env steps as a straight run
+               first checkpoint: exit 0 after one restart, as many env steps as a straight run;
+               then SIGTERM to a run: exit 75 with a checkpoint, and its resume takes as many env
+               steps as a straight run
   refused      --max-restarts without a checkpoint directory, with checkpoints only at the end
                (train.checkpoint_every = 0) or on the local engine, and
                --min-np for a strategy that cannot shrink: exit 2
@@ -41,9 +44,11 @@
                inspector must name rank 1 within train.stall_warn_s + 5 s, and the job must end
                (exit non-zero, naming rank 1) within train.timeout_s + 10 s of the stop. With
                "late", train.timeout_s (8) is shorter than train.stall_warn_s (60): the
-               timeout's error must still name rank 1. With "rl", the same for distml rl ppo"""
+               timeout's error must still name rank 1. With "rl", the same for distml rl ppo
+               (stall_warn_s 3, timeout_s 8)"""
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -283,6 +288,13 @@ def owned(distml, d, cfg):
         sys.exit(f"FAIL: the refusal should name run A and --resume {ckpt}:\n{p.stderr}")
     if folder_state(ckpt) != before:
         sys.exit(f"FAIL: the refused run changed the folder: {sorted(folder_state(ckpt))}")
+    # A file of a third run, under a step name above run A's: a resume of the folder must
+    # neither take it nor delete it.
+    run(distml, *common[:-4], "--set", f"train.checkpoint_dir={d}/other", "--set",
+        "train.checkpoint_every=40", "--set", "train.max_steps=40",
+        env=dict(os.environ, DISTML_RUN_ID="run-c"))
+    foreign = f"{ckpt}/checkpoint-000000000999.dml"
+    shutil.copy(f"{d}/other/checkpoint-000000000040.dml", foreign)
     host = socket.gethostname()
     dead = subprocess.Popen(["true"])
     dead.wait()
@@ -292,19 +304,19 @@ def owned(distml, d, cfg):
         with open(path, "wb") as f:
             f.write(b"\0" * 4096)
     p = run(distml, *common, "--set", "train.max_steps=200", "--resume", ckpt, env=run_b)
-    if checkpoint_steps(ckpt) != [80, 120, 160, 200]:
-        sys.exit(f"FAIL: B keeps its newest 2 (160, 200) and never deletes A's (80, 120): "
-                 f"{sorted(os.listdir(ckpt))}")
-    if any(folder_state(ckpt)[n] != before[n] for n in before if n.startswith("checkpoint-")):
-        sys.exit("FAIL: run A's checkpoints were changed")
+    resumed = done_line(p)
+    if resumed["steps"] != 80 or checkpoint_steps(ckpt) != [160, 200, 999]:
+        sys.exit(f"FAIL: B continues run A from its step 120 (80 steps, not from the third run's "
+                 f"file) keeping the run's newest 2, 160 and 200, and the third run's file: "
+                 f"{resumed['steps']} steps, {sorted(os.listdir(ckpt))}")
     with open(f"{ckpt}/run-id") as f:
         owner = f.read().strip()
-    if owner != "run-b" or os.path.exists(stale) or not os.path.exists(elsewhere):
-        sys.exit(f"FAIL: expected owner run-b (got {owner}), {stale} removed and {elsewhere} kept")
+    if owner != "run-a" or os.path.exists(stale) or not os.path.exists(elsewhere):
+        sys.exit(f"FAIL: expected owner run-a (got {owner}), {stale} removed and {elsewhere} kept")
     if f"removed {stale}" not in p.stderr:
         sys.exit(f"FAIL: the removal of {stale} was not said:\n{p.stderr}")
-    print("ok: a fresh run in another run's folder is refused; a resumed run deletes only its own "
-          "checkpoints, and a dead writer's temporary file")
+    print("ok: a fresh run in another run's folder is refused; a resume continues the folder's "
+          "run, deletes only that run's files, and a dead writer's temporary file")
 
 
 def orphans(distml, d, cfg, engine):
@@ -401,6 +413,28 @@ def rl(distml, d):
                  f"{straight['env_steps']}")
     print(f"ok: ppo restarted once and ended after {done['env_steps']} env steps, as a straight "
           f"run; eval return {done['eval_mean_return']:.1f} vs {straight['eval_mean_return']:.1f}")
+    # Preempted: SIGTERM stops the run after an update, with a checkpoint there (exit 75);
+    # resumed, it takes the straight run's env steps.
+    ckpt = f"{d}/rl_preempted"
+    preemptible = [*common, "--set", f"run.checkpoint_dir={ckpt}", "--set",
+                   "run.checkpoint_every=1000"]
+    job = subprocess.Popen([distml, *preemptible], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True)
+    job.stdout.readline()  # the first update line: the ranks are training
+    job.send_signal(signal.SIGTERM)
+    _, err = job.communicate(timeout=120)
+    stopped = re.search(r"preempted: stopped after update (\d+) \((\d+) env steps\)", err)
+    if job.returncode != 75 or not stopped or written_checkpoints(ckpt) != ["rl_checkpoint.bin"]:
+        sys.exit(f"FAIL: expected exit 75, where the run stopped and its checkpoint "
+                 f"(rc {job.returncode}, {written_checkpoints(ckpt)}):\n{err}")
+    p = subprocess.run([distml, *preemptible, "--resume", ckpt], capture_output=True, text=True,
+                       timeout=300)
+    resumed = done_line(p)
+    if p.returncode != 0 or resumed["env_steps"] != straight["env_steps"]:
+        sys.exit(f"FAIL: resumed after the preemption at {stopped.group(2)} env steps: rc "
+                 f"{p.returncode}, {resumed}")
+    print(f"ok: ppo preempted after update {stopped.group(1)} ({stopped.group(2)} env steps), "
+          f"resumed to the straight run's {resumed['env_steps']} env steps")
 
 
 def refused(distml, d, cfg):
@@ -433,7 +467,7 @@ def refused(distml, d, cfg):
 def stall(distml, d, cfg, engine, variant=""):
     # "late": a timeout shorter than the first warning; the inspector asks 2 s before it.
     # "rl": distml rl ppo, whose ranks all-reduce gradients each update.
-    warn_s, timeout_s = (60, 8) if variant == "late" else (3, 12)
+    warn_s, timeout_s = {"late": (60, 8), "rl": (3, 8)}.get(variant, (3, 12))
     if variant == "rl":
         command = ["rl", "ppo", "--env", "cartpole", "--set", "run.env_steps=100000000",
                    "--set", f"run.stall_warn_s={warn_s}", "--set", f"run.timeout_s={timeout_s}"]
@@ -470,10 +504,10 @@ def stall(distml, d, cfg, engine, variant=""):
     first_report = min(warn_s, timeout_s - 2)
     if not stalls or stalls[0][0] > first_report + 5:
         sys.exit(f"FAIL: no stall report naming rank 1 within {first_report + 5} s of the stop")
-    # The error of an asynchronous operation carries the inspector's report; a blocking one's,
-    # the ranks that did not arrive in its own exchange after the timeout (comm/diagnose.h).
-    ends = [l for _, l in lines if ("not complete after" in l and "rank 1 (no answer" in l)
-            or ("timed out" in l and "did not arrive: 1" in l)]
+    # The timeout's error carries the inspector's report (or, without one, the ranks that did
+    # not arrive in the exchange after the timeout: comm/diagnose.h).
+    ends = [l for _, l in lines if ("not complete after" in l or "timed out" in l)
+            and ("rank 1 (no answer" in l or "did not arrive: 1" in l)]
     if rc == 0 or not ends:
         sys.exit(f"FAIL: expected a failing exit whose timeout error names rank 1 (rc {rc})")
     print(f"ok: rank 1 named {stalls[0][0]:.1f} s after its stop; the job ended after "
@@ -514,10 +548,10 @@ def host_lost(distml, d):
     switch = f"dml{job.pid}-sw"
     subprocess.run(["ip", "netns", "exec", switch, "ip", "link", "set", "v1", "down"], check=True)
     cut_at = time.time()
-    # Rank 0 times out (timeout_s), asks the others where they are (3 s, diagnose_grace) and
-    # exits; mpirun reports the failure and then waits for the lost host's daemon, so distml
-    # launch stops it 4 s after that report (launch.cc, mpirun_teardown_grace): about
-    # timeout_s + 7.5 s. The fault suite's bound is timeout_s + 10 s.
+    # Rank 0 times out (timeout_s); its stall inspector named rank 1 2 s before, so it tells
+    # the others it arrived (0.5 s) and exits; mpirun reports the failure and then waits for
+    # the lost host's daemon, so distml launch stops it 6 s after that report (launch.cc,
+    # mpirun_teardown_grace): about timeout_s + 7 s. The fault suite's bound is timeout_s + 10 s.
     limit = timeout_s + 10
     try:
         _, err = job.communicate(timeout=limit)

@@ -22,8 +22,11 @@ using data::testing::TempDir;
 
 std::string folder_of(TempDir& dir) { return fs::path(dir.file("x")).parent_path() / "ckpt"; }
 
-void claim(const std::string& dir, const std::string& run, Arrival arrival = Arrival::fresh) {
-  claim_checkpoint_dir(dir, checkpoints_newest_first(dir), run, arrival, "train.checkpoint_dir");
+// The id the run goes on as.
+std::string claim(const std::string& dir, const std::string& run,
+                  Arrival arrival = Arrival::fresh) {
+  return claim_checkpoint_dir(dir, checkpoints_newest_first(dir), run, arrival,
+                              "train.checkpoint_dir");
 }
 
 // The UsageError message of claiming `dir` for a fresh run `run`, empty when there is none.
@@ -53,7 +56,7 @@ std::string host() {
 TEST(CheckpointOwner, AFreshRunTakesAnEmptyOrMissingFolder) {
   TempDir tmp;
   const auto dir = folder_of(tmp);
-  claim(dir, "run-a");
+  EXPECT_EQ(claim(dir, "run-a"), "run-a");
   EXPECT_EQ(owner_of(dir), "run-a");
   claim(dir, "run-a");  // again, as its restart does
   EXPECT_EQ(owner_of(dir), "run-a");
@@ -79,12 +82,13 @@ TEST(CheckpointOwner, CheckpointsWithoutARunIdAreAnotherRuns) {
   EXPECT_NE(refusal(dir, "run-b").find("an earlier run"), std::string::npos);
 }
 
-TEST(CheckpointOwner, AFolderOwnedByAnotherRunIsRefusedBeforeItsFirstCheckpoint) {
+// A run that failed before its first checkpoint leaves only its id: nothing to bury.
+TEST(CheckpointOwner, AFolderWhoseRunWroteNoCheckpointIsTakenOver) {
   TempDir tmp;
   const auto dir = folder_of(tmp);
   claim(dir, "run-a");
-  EXPECT_NE(refusal(dir, "run-b").find("belongs to run run-a"), std::string::npos);
-  EXPECT_EQ(owner_of(dir), "run-a");
+  EXPECT_EQ(refusal(dir, "run-b"), "");
+  EXPECT_EQ(owner_of(dir), "run-b");
 }
 
 TEST(CheckpointOwner, ARestartFindsItsOwnCheckpoints) {
@@ -95,18 +99,24 @@ TEST(CheckpointOwner, ARestartFindsItsOwnCheckpoints) {
   EXPECT_EQ(refusal(dir, "run-a"), "");
 }
 
-TEST(CheckpointOwner, AResumeOfTheFolderTakesItOverAndKeepsTheFiles) {
+TEST(CheckpointOwner, AResumeOfTheFolderContinuesItsRun) {
   TempDir tmp;
   const auto dir = folder_of(tmp);
   claim(dir, "run-a");
   write_checked_file(checkpoint_file(dir, 40), "a", "run-a");
-  claim(dir, "run-b", Arrival::resuming);
-  EXPECT_EQ(owner_of(dir), "run-b");
+  EXPECT_EQ(claim(dir, "run-b", Arrival::resuming), "run-a");
+  EXPECT_EQ(owner_of(dir), "run-a");
   EXPECT_EQ(checkpoints_newest_first(dir).size(), 1u);
+  // A folder without an owner (written before run ids) becomes the resuming run's.
+  TempDir other;
+  const auto old_dir = folder_of(other);
+  write_checked_file(checkpoint_file(old_dir, 40), "no run id");
+  EXPECT_EQ(claim(old_dir, "run-c", Arrival::resuming), "run-c");
+  EXPECT_EQ(owner_of(old_dir), "run-c");
 }
 
 // write_file_atomically's temporary files are named PATH.tmp.PID@HOST: a claim removes those
-// of writers that died on this host (and of the older PATH.tmp.PID form), and no other.
+// of distml's own files whose writers died on this host, and no other.
 TEST(CheckpointOwner, RemovesOnlyTheTemporaryFilesOfDeadWritersOnThisHost) {
   TempDir tmp;
   const auto dir = folder_of(tmp);
@@ -115,8 +125,10 @@ TEST(CheckpointOwner, RemovesOnlyTheTemporaryFilesOfDeadWritersOnThisHost) {
   const auto name = [&](const std::string& suffix) {
     return (fs::path(dir) / ("checkpoint-000000000040.dml.tmp." + suffix)).string();
   };
-  const std::string gone[] = {name(dead + "@" + host()), name(dead)};
-  const std::string kept[] = {name(alive + "@" + host()), name(dead + "@another-host"),
+  const std::string gone[] = {name(dead + "@" + host()),
+                              (fs::path(dir) / ("run-id.tmp." + dead + "@" + host())).string()};
+  const std::string kept[] = {name(alive + "@" + host()), name(dead + "@another-host"), name(dead),
+                              (fs::path(dir) / ("notes.txt.tmp." + dead + "@" + host())).string(),
                               (fs::path(dir) / "notes.tmp.txt").string()};
   for (const auto& path : gone) std::ofstream(path) << "half";
   for (const auto& path : kept) std::ofstream(path) << "half";

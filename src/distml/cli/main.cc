@@ -37,11 +37,14 @@ static bool fixable_by_user(const std::exception& e) {
 // A rank that distml launch started (directly, or under the mpirun it started) dies with the
 // process that started it, so that a launcher killed outright (SIGKILL: the OOM killer, a
 // scheduler's hard kill) leaves no rank training on into the same checkpoint folder.
+// SIGUSR2, which the launcher passes on (a warning ahead of a time limit, where a job asks for
+// it), only tells: it does not end a rank.
 static void die_with_launcher() {
   if (!std::getenv(distml::cli::kLaunchedVar)) return;
   const pid_t parent = ::getppid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) std::_Exit(128 + SIGKILL);  // it died before the line above
+  ::signal(SIGUSR2, SIG_IGN);
 }
 
 int main(int argc, char** argv) {

@@ -14,6 +14,7 @@
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/core/installed_path.h"
+#include "distml/core/preemption.h"
 #include "distml/rl/algos/algorithm.h"
 #include "distml/rl/envs/env.h"
 #include "distml/rl/run_monitor.h"
@@ -102,9 +103,10 @@ void claim_rl_checkpoint_dir(const rl::RlConfig& config) {
                          fs::weakly_canonical(config.run.resume) == fs::weakly_canonical(dir);
   std::vector<std::string> checkpoints;
   if (fs::exists(rl::checkpoint_path(dir))) checkpoints.push_back(rl::checkpoint_path(dir));
-  train::claim_checkpoint_dir(dir, checkpoints, this_run_id(),
-                              continues ? train::Arrival::resuming : train::Arrival::fresh,
-                              "run.checkpoint_dir");
+  const auto id = train::claim_checkpoint_dir(
+      dir, checkpoints, this_run_id(), continues ? train::Arrival::resuming : train::Arrival::fresh,
+      "run.checkpoint_dir");
+  if (id != this_run_id()) ::setenv(kRunIdVar, id.c_str(), 1);  // goes on as the folder's run
 }
 
 void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator& comm,
@@ -140,6 +142,11 @@ void rl_rank(const rl::RlConfig& config, const RlOptions& o, comm::Communicator&
   recording.finish();  // rank 0 writes every rank's events
   if (comm.rank() != 0) return;
   printer->finish();
+  if (r.preempted)
+    throw Preempted(cat("preempted: stopped after update ", r.updates, " (", r.env_steps,
+                        " env steps), checkpointed in ",
+                        rl::checkpoint_path(config.run.checkpoint_dir), "; go on with --resume ",
+                        config.run.checkpoint_dir));
   const double wall_s = seconds_since(start);
   const int cores = cores_in_use(config, comm.size());
   const double per_core = r.env_steps_per_sec / cores;
@@ -216,6 +223,8 @@ void run(RlOptions o, int argc, char** argv) {
   o.timeline_path =
       timeline_destination(run_dir ? &*run_dir : nullptr, o.timeline_given, o.timeline_path);
   if (o.engine != "local") relaunch_if_requested(o.np, o.engine, argc, argv, o.supervision);
+  // A rank from here on. With checkpoints a preemption stops after an update and saves it.
+  if (!config.run.checkpoint_dir.empty()) catch_preemption_signals();
 
   comm::CommOptions copts;
   copts.timeout = comm::Millis(static_cast<long long>(config.run.timeout_s * 1000));

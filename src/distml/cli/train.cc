@@ -220,9 +220,13 @@ void run(TrainOptions o, int argc, char** argv) {
   // Once, before any rank starts, by the process that starts them (the ranks then find the
   // folder theirs): the run id passes to them and to every restart in the environment. Ranks
   // that srun or mpirun started have rank 0 claim it (train_rank).
-  if (const auto& dir = config.train.checkpoint_dir; !dir.empty() && starts_the_ranks(o))
-    train::claim_checkpoint_dir(dir, train::checkpoints_newest_first(dir), this_run_id(),
-                                arrival_at_checkpoints(o, config), "train.checkpoint_dir");
+  if (const auto& dir = config.train.checkpoint_dir; !dir.empty() && starts_the_ranks(o)) {
+    const auto id =
+        train::claim_checkpoint_dir(dir, train::checkpoints_newest_first(dir), this_run_id(),
+                                    arrival_at_checkpoints(o, config), "train.checkpoint_dir");
+    ::setenv(kRunIdVar, id.c_str(), 1);  // a resumed run goes on as the folder's
+  }
+  this_run_id();  // set before any rank thread reads it
   // Checked by every process before any rank writes; a restarted job goes on in its folder.
   std::optional<RunDir> run_dir;
   if (!o.run_dir.empty()) run_dir.emplace(o.run_dir, !o.resume.empty() || restarts_so_far() > 0);

@@ -286,9 +286,14 @@ void Communicator::run(Op& op) {
   try {
     execute(op);
   } catch (const TimeoutError& e) {
-    std::string msg =
-        cat(e.what(), " on rank ", rank(), " after ", options_.timeout.count(), " ms; ",
-            diagnose_missing(*engine_, op.seq, kDiagnoseTag, options_.diagnose_grace));
+    // The inspector asked the peers 2 s ago (stall_inspector.h): its report names the ranks
+    // waited for, and a short exchange still tells the others that this rank arrived.
+    const std::string report = inspector_ ? inspector_->last_report() : "";
+    const Millis grace =
+        report.empty() ? options_.diagnose_grace : std::min(options_.diagnose_grace, Millis{500});
+    const std::string missing = diagnose_missing(*engine_, op.seq, kDiagnoseTag, grace);
+    std::string msg = cat(e.what(), " on rank ", rank(), " after ", options_.timeout.count(),
+                          " ms; ", report.empty() ? missing : report);
     mark_broken(msg);
     throw TimeoutError(msg);
   } catch (const CommError& e) {

@@ -134,7 +134,7 @@ TimelineRecording::~TimelineRecording() {
   if (!timeline_ || finished_) return;
   timeline_->flush_stream();
   if (comm_.rank() == 0)
-    std::fprintf(stderr, "distml: the run failed; each rank's timeline up to it is in %s\n",
+    std::fprintf(stderr, "distml: the run ended early; each rank's timeline up to here is in %s\n",
                  streams_.c_str());
 }
 

@@ -104,15 +104,16 @@ void write_file_atomically(const std::string& path,
   }
 }
 
-std::vector<std::string> remove_stale_temporary_files(const std::string& dir) {
-  static const std::regex pattern(R"(.+\.tmp\.(\d{1,9})(@(.+))?)");
+std::vector<std::string> remove_stale_temporary_files(
+    const std::string& dir, const std::function<bool(const std::string&)>& ours) {
+  static const std::regex pattern(R"(.+\.tmp\.(\d{1,9})@(.+))");
   const std::string here = host_name();
   std::vector<std::string> removed;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
     std::smatch m;
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, pattern) || (m[2].matched && m[3].str() != here)) continue;
+    if (!std::regex_match(name, m, pattern) || m[2].str() != here || !ours(name)) continue;
     const auto pid = static_cast<pid_t>(std::stoll(m[1].str()));
     const bool alive = pid == ::getpid() || ::kill(pid, 0) == 0 || errno == EPERM;
     std::error_code gone;

@@ -2,6 +2,7 @@
 // either (checkpoints, exported weights, model files), and whole files read back.
 #pragma once
 
+#include <functional>
 #include <initializer_list>
 #include <string>
 #include <string_view>
@@ -15,10 +16,11 @@ namespace distml {
 /// CheckpointError naming the path and the OS error; then `path` is untouched.
 void write_file_atomically(const std::string& path, std::initializer_list<std::string_view> pieces);
 
-/// Removes the temporary files of write_file_atomically in `dir` whose writer is dead: written
-/// on this host by a process that no longer runs (or, of the older form `path`.tmp.PID, by a
-/// process of no host's name). Returns their paths; a file that will not go is left.
-std::vector<std::string> remove_stale_temporary_files(const std::string& dir);
+/// Removes the temporary files of write_file_atomically in `dir` (NAME.tmp.PID@HOST) whose
+/// writer is dead: written on this host by a process that no longer runs, and named as
+/// `ours(file name)` accepts. Returns their paths; a file that will not go is left.
+std::vector<std::string> remove_stale_temporary_files(
+    const std::string& dir, const std::function<bool(const std::string&)>& ours);
 
 /// The bytes of `path`; CheckpointError naming it and the OS error.
 std::vector<char> read_whole_file(const std::string& path);

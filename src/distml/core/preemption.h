@@ -2,7 +2,8 @@
 // (sbatch --signal=USR1@120), asks a run to stop soon. A training run that checkpoints then
 // finishes its step, agrees with the other ranks on the step to stop at, writes a checkpoint
 // and exits with kPreemptedExitCode, which distml launch and a requeueing batch script read as
-// "start again with --resume" (docs/operations.md). A second SIGTERM ends the process at once.
+// "start again with --resume" (docs/operations.md). A second SIGTERM, 3 s or more after the
+// first, ends the process at once.
 #pragma once
 
 #include "distml/core/error.h"

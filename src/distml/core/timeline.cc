@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "distml/core/error.h"
 
@@ -118,10 +119,14 @@ void Timeline::Lane::stream() {
 
 void Timeline::stream_to(const std::string& path) {
   std::lock_guard lock(mutex_);
+  std::error_code ignored;  // a folder that cannot be made shows as the open's error
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ignored);
   stream_fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  if (stream_fd_ < 0)
-    throw CheckpointError(
-        cat("cannot create the timeline stream ", path, ": ", std::strerror(errno)));
+  if (stream_fd_ < 0) {  // the run goes on; its trace file is still written at its end
+    std::fprintf(stderr, "distml: warning: cannot stream the timeline to %s (%s)\n", path.c_str(),
+                 std::strerror(errno));
+    return;
+  }
   append_to_stream(joined(process_metadata(rank_), "\n"));
 }
 

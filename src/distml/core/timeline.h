@@ -93,7 +93,8 @@ class Timeline {
 
   /// From now on the events are also appended to `path` (created or emptied), one trace event
   /// per line: the metadata first, then each lane's spans at most 0.25 s after they end
-  /// (above). Call before any lane is made. CheckpointError when `path` cannot be written.
+  /// (above). Call before any lane is made. Makes the folder; where the file cannot be made,
+  /// warns on stderr and streams nothing.
   void stream_to(const std::string& path);
   bool streaming() const { return stream_fd_ >= 0; }
   /// Streams what every lane has not streamed yet; call once every writer has finished.

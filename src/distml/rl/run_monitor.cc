@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "distml/core/preemption.h"
 #include "distml/train/checkpoint_file.h"
 
 namespace distml::rl {
@@ -63,7 +64,11 @@ bool RunMonitor::after_update(std::int64_t update, std::int64_t env_steps, nlohm
     reached(env_steps, recent_return());
   if (!run.checkpoint_dir.empty() && run.checkpoint_every > 0 && update % run.checkpoint_every == 0)
     checkpoint(update, state_());
-  return solved_;
+  // A preemption (core/preemption.h) stops the run as a reached target does, after this
+  // update, where there is a checkpoint to go on from; finish() writes it.
+  preempted_ =
+      preempted_ || (!run.checkpoint_dir.empty() && preemption_caught() && preemption_requested());
+  return solved_ || preempted_;
 }
 
 void RunMonitor::start_evaluation(std::int64_t update, std::int64_t env_steps) {
@@ -128,6 +133,12 @@ RunResult RunMonitor::finish(std::int64_t update, std::int64_t env_steps) {
   collect_evaluation(/*wait=*/true);
   RunResult r;
   if (!config_.run.checkpoint_dir.empty()) checkpoint(update, state_());
+  if (preempted_) {  // no time for the final evaluation: the machine is going away
+    r.preempted = true;
+    r.updates = update;
+    r.env_steps = env_steps;
+    return r;
+  }
   const Evaluation ev = evaluate(config_.env.name, config_.run.eval_episodes, config_.run.seed,
                                  greedy_(), env_options(config_));
   r.eval_mean_return = ev.mean_return;

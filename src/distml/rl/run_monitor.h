@@ -68,6 +68,7 @@ class RunMonitor {
   std::int64_t recent_count_ = 0;
   double recent_sum_ = 0;
   bool solved_ = false;
+  bool preempted_ = false;  // SIGTERM or SIGUSR1 came (core/preemption.h)
   std::int64_t solved_env_steps_ = 0;
   double solved_s_ = 0;
   std::uint64_t eval_round_ = 0;

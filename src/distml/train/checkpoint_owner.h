@@ -17,18 +17,23 @@ inline constexpr const char* kOwnerFile = "run-id";
 
 /// How a run comes to a checkpoint folder.
 enum class Arrival {
-  fresh,    // a new run, or a restart of one: the folder must be empty or the run's own
-  resuming  // --resume of this very folder: the run continues its checkpoints and takes it over
+  fresh,    // a new run, or a restart of one: the folder must hold no other run's checkpoint
+  resuming  // --resume of this very folder: the run continues the folder's run
 };
 
-/// Makes `run_id` the owner of `dir` (creating it), and removes the temporary files that
-/// writers no longer alive left there (remove_stale_temporary_files), naming them on stderr.
-/// `checkpoints` are the checkpoint files now in `dir`. A fresh run is refused with a UsageError
-/// when one of them was written by another run, or when `dir` names another owner: the message
-/// names the run and the newest checkpoint, and suggests --resume or another folder for `key` (the
-/// config key naming it).
-void claim_checkpoint_dir(const std::string& dir, const std::vector<std::string>& checkpoints,
-                          const std::string& run_id, Arrival arrival, const std::string& key);
+/// Claims `dir` (creating it) for the run `run_id`, and removes the temporary files that its
+/// writers left there when they died (NAME.tmp.PID@HOST of this host, of distml's own files),
+/// naming them on stderr. `checkpoints` are the checkpoint files now in `dir`. Returns the id
+/// the run goes on as: a resuming run continues the folder's run (its owner's id, so that it
+/// resumes and prunes that run's checkpoints); a fresh one keeps `run_id`. A fresh run is
+/// refused with a UsageError when one of `checkpoints` was written by another run: the message
+/// names the run and the newest file, and suggests --resume or another folder for `key` (the
+/// config key naming it). A folder whose owner wrote no checkpoint (it failed before its first)
+/// is taken over, saying so.
+std::string claim_checkpoint_dir(const std::string& dir,
+                                 const std::vector<std::string>& checkpoints,
+                                 const std::string& run_id, Arrival arrival,
+                                 const std::string& key);
 
 /// The run that owns `dir` according to its owner file; empty when it has none.
 std::string owner_of(const std::string& dir);

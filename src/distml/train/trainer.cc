@@ -401,14 +401,22 @@ void Trainer::claim_checkpoint_dir(Arrival arrival) {
   if (dir.empty()) return;
   on_rank0_for_all(
       [&] {
-        train::claim_checkpoint_dir(dir, checkpoints_newest_first(dir), s_->run_id, arrival,
-                                    "train.checkpoint_dir");
+        s_->run_id = train::claim_checkpoint_dir(dir, checkpoints_newest_first(dir), s_->run_id,
+                                                 arrival, "train.checkpoint_dir");
+        if (s_->run_id != this_run_id()) ::setenv(kRunIdVar, s_->run_id.c_str(), 1);
       },
       cat("take the checkpoint folder ", dir), s_->world);
 }
 
+// The newest checkpoint of the run that owns `dir`, where it wrote one; else the newest of any
+// (a folder of checkpoints without run ids). Rank 0 decides: it alone reads the file.
 ResumePoint Trainer::resume(const std::string& dir, WorldChange change) {
-  return resume_written_by(dir, change, "");
+  std::string owner;
+  if (s_->world.rank() == 0) {
+    owner = owner_of(dir);
+    if (!owner.empty() && checkpoints_of_run(dir, owner).empty()) owner.clear();
+  }
+  return resume_written_by(dir, change, owner);
 }
 
 ResumePoint Trainer::resume_written_by(const std::string& dir, WorldChange change,

@@ -81,8 +81,8 @@ class Trainer {
   Trainer(const TrainConfig& config, comm::Communicator& comm, const TaskData& data);
   ~Trainer();
 
-  /// Continues from the newest whole checkpoint in `dir`, skipping damaged newer ones with a
-  /// warning (CheckpointError when there is none, or it was written by a run whose model,
+  /// Continues from the newest whole checkpoint in `dir` (of the run that owns it, where it
+  /// wrote one), skipping damaged newer ones with a warning (CheckpointError when there is none, or it was written by a run whose model,
   /// data, batch or world size differ; a larger world is taken with allow_smaller, as after
   /// an elastic restart). Returns the file and the step it resumed at.
   ResumePoint resume(const std::string& dir, WorldChange change = WorldChange::refuse);
@@ -91,9 +91,9 @@ class Trainer {
   std::optional<ResumePoint> resume_own(const std::string& dir,
                                         WorldChange change = WorldChange::refuse);
 
-  /// Collective: makes this run the owner of train.checkpoint_dir, when one is set
-  /// (checkpoint_owner.h): UsageError on rank 0, a CheckpointError on the others, when a fresh
-  /// run finds another run's checkpoints there.
+  /// Collective: claims train.checkpoint_dir for this run, when one is set (checkpoint_owner.h):
+  /// a resuming run goes on as the folder's run. UsageError on rank 0, a CheckpointError on the
+  /// others, when a fresh run finds another run's checkpoints there.
   void claim_checkpoint_dir(Arrival arrival);
 
   TrainResult run(const EventSink& on_event = {}, const ProgressSink& on_progress = {});

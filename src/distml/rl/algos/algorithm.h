@@ -25,6 +25,10 @@ struct RunResult {
   nlohmann::json report = nlohmann::json::object();  // algorithm-specific done-line fields
   /// ppo and a2c, on every rank: a hash of the final parameters (the ranks must agree).
   std::uint64_t parameter_digest = 0;
+  /// On rank 0: the run stopped on a preemption after checkpointing (core/preemption.h); no
+  /// final evaluation was made.
+  bool preempted = false;
+  std::int64_t updates = 0;  // the updates done, with `preempted`
 };
 
 /// Called on rank 0 only: a JSON event ({"event": "update" | "eval" | "checkpoint" |
