@@ -1,0 +1,48 @@
+// The processes of a job, as the launcher runs them: started with a parent-death signal and a
+// process group of their own, the signals from outside passed on to them, and when one fails
+// the others stopped (politely first), with each one's output passed through or prefixed with
+// its index (cli/launch.cc runs the ranks, or mpirun, through it).
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace distml::cli {
+
+/// How a job's processes ended.
+struct JobEnd {
+  int code = 0;              // the first failing process's exit code, or 0
+  int failed = -1;           // its index
+  std::string cause;         // "rank 1 was killed by signal 9 (Killed)"
+  bool interrupted = false;  // a signal from outside was passed on to the processes
+  bool preempted = false;    // ... one that a rank of distml train takes as a preemption
+  std::string stderr_tail;   // with keep_stderr: the end of what they wrote to stderr
+};
+
+/// How long a process that reported its job's failure may take to end before it is stopped
+/// (after what it wrote to stderr so far), or nullopt while it has reported none.
+using TeardownGrace = std::function<std::optional<std::chrono::seconds>(const std::string&)>;
+
+/// A process to start: its command, what to add to its environment, its name in messages, and
+/// (with keep_stderr) how long it may take to end once its stderr says that its job has failed.
+struct ChildSpec {
+  std::vector<std::string> argv;
+  std::vector<std::pair<std::string, std::string>> env;
+  std::string name;
+  TeardownGrace teardown_grace;
+  // mpirun ends the job on SIGTERM, killing the ranks a moment later, but passes SIGUSR1 on:
+  // sent that instead, so that distml's ranks can checkpoint (core/preemption.h).
+  bool preempt_with_usr1 = false;
+};
+
+/// Starts the processes, passes SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 on to them, and
+/// when one fails stops the others. With `prefix_output` each output line is prefixed with the
+/// process's index (its rank); with `keep_stderr` their output passes through pipes and the end of
+/// each one's stderr is kept in JobEnd::stderr_tail (for mpirun's account of which rank failed).
+JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr);
+
+}  // namespace distml::cli
