@@ -1,20 +1,31 @@
-// Fuzzes the hostfile reader of distml launch (cli/hostfile.cc): the host it finds first, where
-// the gloo ranks meet, is one word without a comment in it, or the file is refused with a
-// UsageError.
-#include "hostfile.h"
-
+// Fuzzes the host lists distml launch reads: a hostfile (cli/hostfile.cc), whose first host is
+// where the gloo ranks meet, and a host discovery script's output (cli/host_discovery.cc). The
+// first host is one word without a comment in it; the discovered hosts are distinct words
+// with slots unset (0) or at least 1. Anything else is refused with a UsageError.
 #include <cstdint>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "distml/core/error.h"
 #include "fuzz_file.h"
+#include "host_discovery.h"
+#include "hostfile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static distml::fuzz::FuzzFile file;
   try {
     const std::string host = distml::cli::first_host(file.write(data, size));
     if (host.empty() || host.find_first_of(" \t\n\r\v\f#") != std::string::npos) std::abort();
+  } catch (const distml::UsageError&) {
+  }
+  try {
+    std::set<std::string> seen;
+    const std::string text(reinterpret_cast<const char*>(data), size);
+    for (const auto& h : distml::cli::parse_host_list(text, "discovery")) {
+      if (h.host.empty() || h.host.find_first_of(" \t\n:") != std::string::npos) std::abort();
+      if (h.slots < 0 || !seen.insert(h.host).second) std::abort();
+    }
   } catch (const distml::UsageError&) {
   }
   return 0;

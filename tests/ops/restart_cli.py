@@ -36,6 +36,12 @@
                --min-np for a strategy that cannot shrink: exit 2
   never-joins  rank 0 of a 2-rank gloo world starts alone: it must end (exit non-zero, naming
                rank 1) within train.timeout_s + 10 s
+  elastic      2 emulated hosts of 1 gloo rank (network namespaces), --min-np 1, --max-np 2 and
+               a host discovery script: host 1 is lost (its rank killed, the script no longer
+               lists it) after the first checkpoint, and the job goes on on host 0; then the
+               script lists host 1 again and it joins at a checkpoint. The job ends with exit 0
+               on 2 ranks at the step where its 12 epochs end given where the world changed
+               (each epoch's samples once). Exit 77 (skipped) where namespaces cannot be made
   host-lost    2 emulated hosts (network namespaces) of 1 rank; host 1's link goes down while
                training: the job must end (exit non-zero) within train.timeout_s + 10 s
                and leave no namespace or process behind. Exit 77 (skipped) where namespaces
@@ -221,22 +227,27 @@ def write_csv(path, x, y):
             f.write(",".join(f"{v:.6g}" for v in row) + f",{label}\n")
 
 
-def shrink(distml, d, cfg, strategy, launched=False):
-    # Data held whole (CSV): an npz file is read in part by each rank, which cannot shrink.
+def epochs_of_csv(d, cfg, epochs):
+    """`distml train` arguments for `epochs` epochs over the blobs as CSV (held whole by each
+    rank: an npz file is read in part by each, which cannot change the world), with a
+    checkpoint every 10 steps in {d}/ckpt."""
     with np.load(f"{d}/blobs.npz") as blobs:
         write_csv(f"{d}/train.csv", blobs["x"], blobs["y"])
         write_csv(f"{d}/test.csv", blobs["x"][:500], blobs["y"][:500])
+    return ["train", "--config", cfg, "--set", "data.dataset=csv", "--set", f"data.path={d}/train.csv",
+            "--set", f"data.test_path={d}/test.csv", "--set", "data.label=y", "--json",
+            "--set", "train.max_steps=0", "--set", f"train.epochs={epochs}", "--set",
+            f"train.checkpoint_dir={d}/ckpt", "--set", "train.checkpoint_every=10"]
+
+
+def shrink(distml, d, cfg, strategy, launched=False):
     ckpt, batch, samples = f"{d}/ckpt", 32, 4000
-    train = ["train", "--config", cfg, "--set", "data.dataset=csv", "--set", f"data.path={d}/train.csv",
-             "--set", f"data.test_path={d}/test.csv", "--set", "data.label=y",
-             "--set", f"strategy.name={strategy}", "--json",
-             "--set", "train.max_steps=0", "--set", "train.epochs=2", "--set",
-             f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=10"]
+    train = [*epochs_of_csv(d, cfg, 2), "--set", f"strategy.name={strategy}"]
     policy = ["--engine", "gloo", "--min-np", "2"]
     args = (["launch", "-n", "3", *policy, "--max-restarts", "2", "--", distml, *train] if launched
             else [*train, *policy, "--np", "3"])
     done, err = kill_after_first_checkpoint(distml, args, ckpt, 2)
-    resumed = re.search(r"resuming from \S+ at step (\d+) on 2 of its 3 ranks", err)
+    resumed = re.search(r"resuming from \S+ at step (\d+) on 2 ranks \(it was written by 3\)", err)
     if not resumed or done["np"] != 2 or done["restarts"] != 1:
         sys.exit(f"FAIL: expected one restart resuming on 2 of 3 ranks:\n{done}\n{err}")
     at = int(resumed.group(1))
@@ -529,12 +540,17 @@ def never_joins(distml, d, cfg):
           f"exit {p.returncode}: {p.stderr.strip().splitlines()[-1]}")
 
 
-def host_lost(distml, d):
+def need_namespaces():
+    """Exits 77 (skipped) where network namespaces cannot be made."""
     probe = f"dmlprobe{os.getpid()}"
     if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
         print("SKIPPED: cannot create network namespaces here (needs root and iproute2)")
         sys.exit(77)
     subprocess.run(["ip", "netns", "del", probe], check=True)
+
+
+def host_lost(distml, d):
+    need_namespaces()
     timeout_s = 10
     subprocess.run(["/usr/bin/python3", os.path.join(HERE, "..", "cli", "make_idx.py"),
                     f"{d}/idx"], check=True, capture_output=True)
@@ -570,6 +586,92 @@ def host_lost(distml, d):
           f"{job.returncode}, nothing left")
 
 
+def final_step(samples, batch, epochs, phases):
+    """The global step at which `epochs` epochs end when the world is phases[i][1] ranks from
+    global step phases[i][0] on: the sampler's arithmetic (data/sharded_sampler.h), with
+    drop_last, each world going on from the first sample of the epoch the last had not taken
+    (the sampler's tests check that no sample is then skipped or taken twice)."""
+    step, epoch, offset, taken_steps = 0, 0, 0, 0
+    world, changes = phases[0][1], dict(phases[1:])
+    while epoch < epochs:
+        if step in changes:
+            offset = min(offset + taken_steps * batch * world, samples)
+            taken_steps, world = 0, changes.pop(step)
+        if offset + (taken_steps + 1) * batch * world > samples:  # no whole global batch left
+            epoch, offset, taken_steps = epoch + 1, 0, 0
+            continue
+        taken_steps += 1
+        step += 1
+    return step
+
+
+def elastic(distml, d, cfg):
+    need_namespaces()
+    hosts, discover = f"{d}/hosts", f"{d}/discover.sh"
+    with open(hosts, "w") as f:
+        f.write("h0\nh1\n")
+    with open(discover, "w") as f:
+        f.write(f"#!/bin/sh\ncat {hosts}\n")
+    os.chmod(discover, 0o755)
+    batch, samples, epochs = 32, 4000, 12
+    # Host 1 comes back while host 0 trains alone: seconds (a restart's back-off of 1 s, the
+    # start, the discovery script's next turn within 2 s, the ranks' next check within 0.5 s).
+    # Rank 0 made 20 times slower (about 10 ms a step here) takes its 12 epochs alone (1500
+    # steps) in about 15 s, several times that.
+    slow = ["--set", "train.slow_rank=0", "--set", "train.slow_factor=20"]
+    job = subprocess.Popen([distml, "launch", "--netns-cluster", "2x1", "--engine", "gloo",
+                            "--min-np", "1", "--max-np", "2", "--host-discovery", discover,
+                            "--max-restarts", "2", "--", distml, *epochs_of_csv(d, cfg, epochs),
+                            *slow],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    err = []
+    reader = threading.Thread(target=lambda: err.extend(job.stderr), daemon=True)
+    reader.start()
+
+    def wait_for(text, what):
+        deadline = time.time() + 120
+        while time.time() < deadline and not any(text in line for line in err):
+            time.sleep(0.01)
+        if not any(text in line for line in err):
+            job.kill()
+            sys.exit(f"FAIL: {what} did not happen within 120 s:\n{''.join(err)[-3000:]}")
+
+    deadline = time.time() + 120
+    while time.time() < deadline and not written_checkpoints(f"{d}/ckpt"):
+        time.sleep(0.005)
+    victim = rank_process(job.pid, 1)
+    if victim is None:
+        job.kill()
+        sys.exit("FAIL: no checkpoint appeared, or rank 1 was not found, within 120 s")
+    with open(hosts, "w") as f:  # host 1 is lost: its rank dies, discovery no longer lists it
+        f.write("h0\n")
+    os.kill(victim, signal.SIGKILL)
+    wait_for("continuing with 1 ranks", "a restart on host 0 alone")
+    with open(hosts, "w") as f:  # host 1 is back
+        f.write("h0\nh1\n")
+    out = job.stdout.read()  # not communicate(): the reader takes stderr
+    job.wait(timeout=300)
+    reader.join()
+    err = "".join(err)
+    left = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                      text=True).stdout.split() if n.startswith(f"dml{job.pid}")]
+    if job.returncode != 0 or left:
+        sys.exit(f"FAIL: exit {job.returncode}, namespaces left {left}:\n{err[-3000:]}")
+    done = done_line(subprocess.CompletedProcess([], 0, out, err))
+    resumes = [(int(m.group(1)), int(m.group(2))) for m in re.finditer(
+        r"resuming from \S+ at step (\d+) on (\d+) ranks", err)]
+    if "host h1 is available" not in err or [w for _, w in resumes] != [1, 2] or done["np"] != 2:
+        sys.exit(f"FAIL: expected 2 hosts -> 1 -> 2 (resumes {resumes}, np {done['np']}):\n"
+                 f"{err[-3000:]}")
+    expected = final_step(samples, batch, epochs, [(0, 2), *resumes])
+    if done["global_step"] != expected:
+        sys.exit(f"FAIL: resumed at {resumes}: expected the {epochs} epochs to end at step "
+                 f"{expected}, not {done['global_step']}:\n{err[-3000:]}")
+    print(f"ok: 2 hosts, host 1 lost, resumed at step {resumes[0][0]} on 1, host 1 back at "
+          f"step {resumes[1][0]}; the {epochs} epochs ended at step {expected} on 2 ranks, "
+          f"test accuracy {done['test_accuracy']:.4f}")
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -582,6 +684,8 @@ def main():
         cfg = write_config(d)
         if scenario in ("rl", "host-lost"):
             {"rl": rl, "host-lost": host_lost}[scenario](distml, d)
+        elif scenario == "elastic":
+            elastic(distml, d, cfg)
         elif scenario in ("kill", "stall", "shrink", "orphans", "preempt"):
             {"kill": kill, "stall": stall, "shrink": shrink, "orphans": orphans,
              "preempt": preempt}[scenario](distml, d, cfg, *sys.argv[3:])

@@ -271,25 +271,25 @@ TEST(ZeroStrategy, ResumeContinuesExactlyAtStagesOneAndTwo) {
   }
 }
 
-// An elastic restart: 3 ranks take k steps and checkpoint, then 2 resume from that checkpoint
-// for k more. ZeRO cuts its 3 optimizer shards into 2 blocks each and must go on as all-reduce
-// does from its own checkpoint (whose optimizer state is whole), within the trajectory
-// tolerance of the 2k float64 steps the two runs took apart (their first k already differ by
-// rounding): with SGD's momentum and with Adam's moments and step count.
-// Dropping or misplacing any element's state moves the parameters by a sizeable fraction of
-// the distance they travel.
-TEST(ZeroStrategy, ResumedOnFewerRanksGoesOnAsAllreduceDoes) {
+// An elastic restart: `before` ranks take k steps and checkpoint, then `after` resume from
+// that checkpoint for k more, 3 -> 2 and 2 -> 3. ZeRO cuts its saved optimizer shards into the
+// new world's blocks and must go on as all-reduce does from its own checkpoint (whose
+// optimizer state is whole), within the trajectory tolerance of the 2k float64 steps the two
+// runs took apart (their first k already differ by rounding): with SGD's momentum and with
+// Adam's moments and step count. Dropping or misplacing any element's state moves the
+// parameters by a sizeable fraction of the distance they travel.
+TEST(ZeroStrategy, ResumedOnAnotherNumberOfRanksGoesOnAsAllreduceDoes) {
   const int batch = 4, k = 5;
   data::testing::TempDir dir;
   const auto data = synthetic_images(batch * 3 * 4 * k);
-  auto shrunk = [&](TrainConfig config, const std::string& ckpt) {
+  auto resized = [&](TrainConfig config, const std::string& ckpt, int before, int after) {
     auto first = config;
     first.train.max_steps = k;
     first.train.checkpoint_dir = ckpt;
-    on_ranks(3, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
-    return on_ranks(2, [&](comm::Communicator& comm) {
+    on_ranks(before, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
+    return on_ranks(after, [&](comm::Communicator& comm) {
       Trainer trainer(config, comm, data);
-      trainer.resume(ckpt, WorldChange::allow_smaller);
+      trainer.resume(ckpt, WorldChange::elastic);
       RankOutcome o;
       for (auto& p : trainer.model().parameters()) o.initial.push_back(p.detach().clone());
       o.result = trainer.run();
@@ -297,18 +297,22 @@ TEST(ZeroStrategy, ResumedOnFewerRanksGoesOnAsAllreduceDoes) {
       return o;
     });
   };
-  for (const std::string optim : {"sgd", "adam"}) {
-    const auto config = config_for("mlp", optim, batch, 2 * k);
-    const auto reference = shrunk(config, dir.file(optim + "_allreduce"));
-    for (int stage : {1, 2}) {
-      const auto zero = shrunk(with_zero(config, stage), dir.file(cat(optim, "_zero", stage)));
-      for (int r = 0; r < 2; ++r) {
-        EXPECT_EQ(zero[r].result.global_step, 2 * k);
-        EXPECT_LE(trajectory_difference(zero[r], reference[r]), trajectory_tolerance(2 * k))
-            << optim << " stage " << stage << " rank " << r;
+  for (const auto& [before, after] : {std::pair{3, 2}, std::pair{2, 3}})
+    for (const std::string optim : {"sgd", "adam"}) {
+      const auto config = config_for("mlp", optim, batch, 2 * k);
+      const auto name = cat(optim, "_", before, "to", after);
+      const auto reference = resized(config, dir.file(name + "_allreduce"), before, after);
+      for (int stage : {1, 2}) {
+        const auto zero =
+            resized(with_zero(config, stage), dir.file(cat(name, "_zero", stage)), before, after);
+        for (int r = 0; r < after; ++r) {
+          EXPECT_EQ(zero[r].result.global_step, 2 * k);
+          EXPECT_LE(trajectory_difference(zero[r], reference[r]), trajectory_tolerance(2 * k))
+              << optim << " " << before << " -> " << after << " ranks, stage " << stage
+              << " rank " << r;
+        }
       }
     }
-  }
 }
 
 // Clipping by the global norm: ZeRO computes the norm from every rank's shard, and so clips

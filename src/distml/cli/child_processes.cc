@@ -10,7 +10,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
+#include <fstream>
+#include <string>
 #include <thread>
 
 #include "distml/core/error.h"
@@ -83,9 +86,21 @@ std::string ending_of(int status) {
   return cat("exited with code ", exit_code_of(status));
 }
 
+// Whether process `pid` has a handler for `sig` (the SigCgt mask of /proc/PID/status): a rank
+// asked to checkpoint and stop before it installed its own would be killed by the default
+// action instead.
+bool catches(pid_t pid, int sig) {
+  std::ifstream status(cat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("SigCgt:", 0) == 0)
+      return (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
+  return false;
+}
+
 }  // namespace
 
-JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr) {
+JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr,
+                    const Watch& watch) {
   if (signal_pipe[0] < 0 && ::pipe(signal_pipe) != 0) throw Error("distml launch: pipe failed");
   struct sigaction sa {};
   sa.sa_handler = on_signal;
@@ -144,6 +159,13 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
       for (int fd : {c.out, c.err})
         if (fd >= 0) fds.push_back({fd, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 100);
+    if (watch && !end.asked_to_stop && end.code == 0 && running == count &&
+        std::all_of(children.begin(), children.end(),
+                    [](const Child& c) { return catches(c.pid, SIGUSR1); }) &&
+        watch()) {
+      end.asked_to_stop = true;
+      for (const auto& c : children) ::kill(c.pid, SIGUSR1);
+    }
     if (fds[0].revents & POLLIN) {
       unsigned char sig;
       if (::read(signal_pipe[0], &sig, 1) == 1) {

@@ -20,6 +20,7 @@ struct JobEnd {
   std::string cause;         // "rank 1 was killed by signal 9 (Killed)"
   bool interrupted = false;  // a signal from outside was passed on to the processes
   bool preempted = false;    // ... one that a rank of distml train takes as a preemption
+  bool asked_to_stop = false;  // the launcher's Watch asked them to checkpoint and stop
   std::string stderr_tail;   // with keep_stderr: the end of what they wrote to stderr
 };
 
@@ -39,10 +40,16 @@ struct ChildSpec {
   bool preempt_with_usr1 = false;
 };
 
+/// Called about every 100 ms while the processes run, once all of them catch SIGUSR1: true asks
+/// them, once, to checkpoint and stop (SIGUSR1, a preemption to distml's ranks:
+/// core/preemption.h), as the launcher does to take in a new host (JobEnd::asked_to_stop).
+using Watch = std::function<bool()>;
+
 /// Starts the processes, passes SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 on to them, and
 /// when one fails stops the others. With `prefix_output` each output line is prefixed with the
 /// process's index (its rank); with `keep_stderr` their output passes through pipes and the end of
 /// each one's stderr is kept in JobEnd::stderr_tail (for mpirun's account of which rank failed).
-JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr);
+JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr,
+                    const Watch& watch = {});
 
 }  // namespace distml::cli

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "child_processes.h"
+#include "elastic_hosts.h"
 #include "distml/comm/engines.h"
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
@@ -47,6 +48,21 @@ int total_slots(const std::string& hosts) {
   return slots;
 }
 
+// The variables by which a rank that distml launch started itself (no mpirun) finds its
+// place: its rank, the world, and the TCPStore where the ranks meet.
+std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOptions& o, int rank,
+                                                                  int local_rank, int np,
+                                                                  const std::string& master_addr,
+                                                                  const std::string& master_port) {
+  return {{"RANK", std::to_string(rank)},
+          {"LOCAL_RANK", std::to_string(local_rank)},
+          {"WORLD_SIZE", std::to_string(np)},
+          {"MASTER_ADDR", master_addr},
+          {"MASTER_PORT", master_port},
+          {kLaunchedVar, "1"},
+          {kEngineVar, o.engine}};
+}
+
 // The ranks as local processes that meet through a TCPStore on 127.0.0.1; a fresh port for
 // every start, so that a restart never meets the previous job's store.
 JobEnd launch_local_processes(const LaunchOptions& o, int np) {
@@ -55,16 +71,8 @@ JobEnd launch_local_processes(const LaunchOptions& o, int np) {
   const char* addr = std::getenv("MASTER_ADDR");
   std::vector<ChildSpec> specs(np);
   for (int r = 0; r < np; ++r)
-    specs[r] = {o.command,
-                {{"RANK", std::to_string(r)},
-                 {"LOCAL_RANK", std::to_string(r)},
-                 {"WORLD_SIZE", std::to_string(np)},
-                 {"MASTER_ADDR", addr ? addr : "127.0.0.1"},
-                 {"MASTER_PORT", port},
-                 {kLaunchedVar, "1"},
-                 {kEngineVar, o.engine}},
-                cat("rank ", r),
-                {}};  // a rank reports nothing for the launcher to read
+    specs[r] = {o.command, rank_environment(o, r, r, np, addr ? addr : "127.0.0.1", port),
+                cat("rank ", r), {}};  // a rank reports nothing for the launcher to read
   return run_children(specs, o.prefix_output, false);
 }
 
@@ -110,27 +118,30 @@ TeardownGrace mpirun_teardown_grace(bool across_hosts) {
   };
 }
 
-// Runs the job (run_job(np)), and after a failure runs it again while restarts are left: each
+// Runs the job (start()), and after a failure runs it again while restarts are left: each
 // start's ranks find the count in DISTML_RESTARTS and resume from their newest checkpoint. With
-// --min-np a lost rank is not replaced: the job goes on with one rank fewer while at least min_np
-// remain. An interrupt or a preemption from outside is never restarted, nor exit code 2 (bad
-// input, a checkpoint that cannot resume: the same again at every start). With
+// --min-np what failed is not replaced: shrink(end) takes it out of the world and returns the
+// ranks left, and the job goes on while at least min_np remain. A start that the launcher
+// itself stopped at a checkpoint to take in a new host (JobEnd::asked_to_stop) starts again at
+// once, and is not a restart. An interrupt or a preemption from outside is never restarted, nor
+// exit code 2 (bad input, a checkpoint that cannot resume: the same again at every start). With
 // --restart-window W only the restarts of the last W seconds count against --max-restarts.
 // Restart n (of the window) waits 2^(n-1) seconds, up to 32, so that a failure that repeats
 // (a port still held, a peer still going down) does not spin.
-int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job) {
+int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
+              const std::function<int(const JobEnd&)>& shrink) {
   using Clock = std::chrono::steady_clock;
   const int max_restarts =
       o.max_restarts >= 0 ? o.max_restarts : (o.min_np > 0 ? o.np - o.min_np : 0);
-  int np = o.np;
   std::vector<Clock::time_point> restarted_at;
-  for (int restarts = 0;; ++restarts) {
-    if (restarts > 0) {
-      const auto recent = static_cast<int>(restarted_at.size());
-      std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(recent - 1, 5)));
+  for (int starts = 0;; ++starts) {
+    ::setenv(kRestartsVar, std::to_string(starts).c_str(), 1);
+    const JobEnd end = start();
+    if (end.asked_to_stop && end.code == kPreemptedExitCode) {
+      std::fprintf(stderr, "distml launch: the ranks checkpointed; starting again with the new "
+                           "host\n");
+      continue;
     }
-    ::setenv(kRestartsVar, std::to_string(restarts).c_str(), 1);
-    const JobEnd end = run_job(np);
     // Preempted: by a signal to the launcher, or to the ranks alone (a scheduler's).
     if (end.code == 0 || end.interrupted || end.preempted || end.code == kPreemptedExitCode) {
       if (end.code == kPreemptedExitCode)
@@ -159,18 +170,21 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd(int)>& run_job)
             o.restart_window_s > 0 ? cat(" in the last ", o.restart_window_s, " s").c_str() : "");
       return end.code;
     }
-    if (o.min_np > 0 && --np < o.min_np) {
+    const int np = o.min_np > 0 ? shrink(end) : 0;
+    if (o.min_np > 0 && np < o.min_np) {
       std::fprintf(stderr, "distml launch: %s; fewer than --min-np %d ranks would be left\n",
                    cause.c_str(), o.min_np);
       return end.code;
     }
     restarted_at.push_back(Clock::now());
     const std::string count = o.restart_window_s > 0
-                                  ? cat(restarts + 1, " (", restarted_at.size(), " of ",
+                                  ? cat(starts + 1, " (", restarted_at.size(), " of ",
                                         max_restarts, " in the last ", o.restart_window_s, " s)")
-                                  : cat(restarts + 1, " of ", max_restarts);
+                                  : cat(restarted_at.size(), " of ", max_restarts);
     std::fprintf(stderr, "distml launch: restart %s after %s%s\n", count.c_str(), cause.c_str(),
                  o.min_np > 0 ? cat("; continuing with ", np, " ranks").c_str() : "");
+    const auto recent = static_cast<int>(restarted_at.size());
+    std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(recent - 1, 5)));
   }
 }
 
@@ -195,9 +209,86 @@ void prepare_mpirun_environment(const LaunchOptions& o, const std::string& maste
 
 int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
 
-// H hosts of R ranks in network namespaces (netns_cluster.h): mpirun runs on the first host and
-// reaches the others through a remote-shell agent; the launcher waits for it, then removes the
-// cluster, whether the job succeeded, failed or was interrupted.
+// mpirun forwards signals to the ranks and exits with the first failing rank's code; run as a
+// child, not exec'd, so that a lost host cannot leave it waiting forever
+// (mpirun_teardown_grace).
+JobEnd run_mpirun(const std::vector<std::string>& argv, bool across_hosts) {
+  JobEnd end = run_children({{argv, {}, "mpirun", mpirun_teardown_grace(across_hosts), true}},
+                            false, true);
+  if (const auto failure = mpirun_failure(end.stderr_tail)) {
+    end.cause = failure->cause;
+    end.code = failure->code;  // also where mpirun was stopped before it could exit with it
+  }
+  return end;
+}
+
+// gloo on the emulated hosts, without mpirun: each rank starts in its host's namespace, and
+// they meet at the TCPStore of the world's first host, on a fresh port at every start (the
+// last start's store may still hold its port). The world is the hosts' at each start
+// (elastic_hosts.h): with --min-np the host of a failed rank is left out; with
+// --host-discovery a host the script lists that the job lacks joins it at a checkpoint: every
+// 2 s the launcher asks the script, and on a new host it asks the ranks to checkpoint and stop,
+// as a preemption does, and starts them again on the larger world.
+int launch_netns_gloo(const LaunchOptions& o, const NetnsCluster& cluster, int ranks_per_host) {
+  std::vector<HostSlots> hosts;
+  for (int h = 0; h < cluster.hosts(); ++h) hosts.push_back({cluster.host_name(h), ranks_per_host});
+  ElasticHosts elastic(hosts, o.host_discovery, o.max_np);
+  const auto index_of = [&](const std::string& name) {
+    int h = 0;
+    while (cluster.host_name(h) != name) ++h;
+    return h;
+  };
+  std::vector<HostSlots> world;  // the running start's
+  std::vector<std::string> host_of_rank;
+  int starts = 0;
+  const auto start = [&] {
+    world = elastic.world();
+    const int np = ElasticHosts::ranks(world);
+    if (np < std::max(o.min_np, 1))
+      throw UsageError(cat("the hosts available (", o.host_discovery, ") hold ", np,
+                           " ranks, fewer than --min-np ", o.min_np));
+    const std::string master = cluster.address(index_of(world.front().host));
+    const std::string port = std::to_string(29500 + starts++);
+    std::vector<ChildSpec> specs;
+    host_of_rank.clear();
+    for (const auto& h : world)
+      for (int local = 0; local < h.slots; ++local) {
+        const int rank = static_cast<int>(specs.size());
+        auto env = rank_environment(o, rank, local, np, master, port);
+        env.emplace_back("GLOO_SOCKET_IFNAME", NetnsCluster::kInterface);
+        specs.push_back({cluster.on_host(index_of(h.host), o.command), std::move(env),
+                         cat("rank ", rank, " on ", h.host), {}});
+        host_of_rank.push_back(h.host);
+      }
+    std::string names;
+    for (const auto& h : world) names += cat(names.empty() ? "" : ", ", h.host, ":", h.slots);
+    std::fprintf(stderr, "distml launch: %d ranks on %s\n", np, names.c_str());
+    auto next_look = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+    const Watch watch = [&]() {
+      if (std::chrono::steady_clock::now() < next_look) return false;
+      next_look = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+      const std::string host = elastic.joining(world);
+      if (host.empty()) return false;
+      std::fprintf(stderr,
+                   "distml launch: host %s is available: the ranks checkpoint and stop, to start "
+                   "again with it\n",
+                   host.c_str());
+      return true;
+    };
+    return run_children(specs, o.prefix_output, false,
+                        o.host_discovery.empty() ? Watch() : watch);
+  };
+  const auto shrink = [&](const JobEnd& end) {
+    if (end.failed >= 0) elastic.lost(host_of_rank[static_cast<std::size_t>(end.failed)]);
+    return ElasticHosts::ranks(elastic.world());
+  };
+  return supervise(o, start, shrink);
+}
+
+// H hosts of R ranks in network namespaces (netns_cluster.h). gloo's ranks start in them
+// directly (launch_netns_gloo); for mpi, mpirun runs on the first host and reaches the others
+// through a remote-shell agent. The launcher waits for the job, then removes the cluster,
+// whether the job succeeded, failed or was interrupted.
 int launch_netns_cluster(LaunchOptions o) {
   NetnsClusterOptions shape = parse_cluster_shape(o.netns_cluster);
   shape.bandwidth = o.bandwidth;
@@ -213,24 +304,41 @@ int launch_netns_cluster(LaunchOptions o) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
   ::sigprocmask(SIG_BLOCK, &stop, nullptr);
   NetnsCluster cluster(shape);
+  std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
+               shape.hosts, shape.ranks_per_host,
+               shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
   prepare_mpirun_environment(o, cluster.address(0));
-  if (o.engine == "gloo") ::setenv("GLOO_SOCKET_IFNAME", NetnsCluster::kInterface, 1);
+  if (o.engine == "gloo") return launch_netns_gloo(o, cluster, shape.ranks_per_host);
   o.hostfile = cluster.mpi_hostfile();
   auto mpirun = mpirun_command(o, cores(), ::geteuid() == 0);
   mpirun.insert(mpirun.begin() + 1,
                 {"--mca", "plm_rsh_agent", cluster.mpi_agent(), "--mca", "btl", "self,vader,tcp",
                  "--mca", "btl_tcp_if_include", NetnsCluster::kSubnet, "--mca",
                  "oob_tcp_if_include", NetnsCluster::kSubnet});
-  std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
-               shape.hosts, shape.ranks_per_host,
-               shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
-  return run_children({{cluster.on_host(0, mpirun),
-                        {},
-                        "mpirun",
-                        mpirun_teardown_grace(/*across_hosts=*/true),
-                        true}},
-                      false, true)
-      .code;
+  return supervise(o, [&] { return run_mpirun(cluster.on_host(0, mpirun), true); },
+                   [](const JobEnd&) { return 0; });
+}
+
+// Where a job's world can change: gloo only (mpi's world is fixed when it starts), on one
+// machine or on emulated hosts (across real hosts mpirun starts the ranks, and cannot start
+// them again elsewhere). It grows only where a discovery script can announce hosts.
+void check_elastic_options(const LaunchOptions& o) {
+  if ((o.max_np > 0 || !o.host_discovery.empty()) && o.min_np == 0)
+    throw UsageError(
+        "--max-np and --host-discovery change the job's world: give --min-np too, the fewest "
+        "ranks to go on with");
+  if (o.min_np == 0) return;
+  if (o.engine != "gloo" || !o.hosts.empty() || !o.hostfile.empty())
+    throw UsageError(
+        "--min-np: a job's world changes on the gloo engine, on one machine or on "
+        "--netns-cluster (--engine gloo, without --hosts or --hostfile); mpi's world is fixed "
+        "when it starts");
+  if ((o.max_np > 0 || !o.host_discovery.empty()) && o.netns_cluster.empty())
+    throw UsageError("--max-np and --host-discovery: hosts join a job on --netns-cluster only");
+  if (o.max_np > 0 && o.max_np < o.min_np)
+    throw UsageError(cat("--max-np ", o.max_np, " is less than --min-np ", o.min_np));
+  if (o.netns_cluster.empty() && o.min_np > o.np)
+    throw UsageError(cat("--min-np ", o.min_np, " is more than --np ", o.np));
 }
 
 }  // namespace
@@ -293,17 +401,8 @@ int launch(const LaunchOptions& o) {
   // The ranks follow (and check) the launcher's restart policy.
   if (o.max_restarts >= 0) ::setenv(kMaxRestartsVar, std::to_string(o.max_restarts).c_str(), 1);
   if (o.min_np > 0) ::setenv(kMinNpVar, std::to_string(o.min_np).c_str(), 1);
-  const bool elastic = o.min_np > 0;
-  if (elastic &&
-      (o.engine != "gloo" || !o.hosts.empty() || !o.hostfile.empty() || !o.netns_cluster.empty()))
-    throw UsageError(
-        "--min-np: a job shrinks on the gloo engine on one machine only (--engine gloo, without "
-        "--hosts, --hostfile or --netns-cluster); mpi's world is fixed when it starts");
-  if (elastic && (o.min_np > o.np))
-    throw UsageError(cat("--min-np ", o.min_np, " is more than --np ", o.np));
+  check_elastic_options(o);
   if (!o.netns_cluster.empty()) {
-    if (o.max_restarts > 0)
-      throw UsageError("--max-restarts: a job on --netns-cluster is not restarted yet");
     if (!o.hosts.empty() || !o.hostfile.empty())
       throw UsageError("--netns-cluster makes its own hosts: leave out --hosts and --hostfile");
     return launch_netns_cluster(o);
@@ -312,7 +411,7 @@ int launch(const LaunchOptions& o) {
     throw UsageError("--bandwidth and --latency shape the links of --netns-cluster only");
   // Inside a Slurm allocation srun starts the ranks, as many as it has tasks (slurm.h).
   if (const auto slurm = comm::read_slurm_env(); launches_with_srun(o, slurm)) {
-    if (o.max_restarts > 0 || elastic)
+    if (o.max_restarts > 0 || o.min_np > 0)
       throw UsageError("--max-restarts and --min-np: not inside a Slurm allocation yet");
     return launch_with_srun(o, slurm);
   }
@@ -320,28 +419,19 @@ int launch(const LaunchOptions& o) {
   // gloo on one machine: local processes; across hosts, mpirun starts them (the ranks read
   // its rank variables) and they meet at the first host's TCPStore.
   if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty())
-    return supervise(o, [&](int np) { return launch_local_processes(o, np); });
+  {
+    int np = o.np;
+    return supervise(o, [&] { return launch_local_processes(o, np); },
+                     [&](const JobEnd&) { return --np; });
+  }
   std::string master = "127.0.0.1";
   if (!o.hostfile.empty()) master = first_host(o.hostfile);
   if (!o.hosts.empty()) master = split_list(o.hosts).front();
   prepare_mpirun_environment(o, master.substr(0, master.find(':')));
-  // mpirun forwards signals to the ranks and exits with the first failing rank's code; run as
-  // a child, not exec'd, so that a lost host cannot leave it waiting forever
-  // (mpirun_teardown_grace).
-  return supervise(o, [&](int) {
-    const bool across_hosts = !o.hosts.empty() || !o.hostfile.empty();
-    JobEnd end = run_children({{mpirun_command(o, cores(), ::geteuid() == 0),
-                                {},
-                                "mpirun",
-                                mpirun_teardown_grace(across_hosts),
-                                true}},
-                              false, true);
-    if (const auto failure = mpirun_failure(end.stderr_tail)) {
-      end.cause = failure->cause;
-      end.code = failure->code;  // also where mpirun was stopped before it could exit with it
-    }
-    return end;
-  });
+  const bool across_hosts = !o.hosts.empty() || !o.hostfile.empty();
+  return supervise(o, [&] { return run_mpirun(mpirun_command(o, cores(), ::geteuid() == 0),
+                                              across_hosts); },
+                   [](const JobEnd&) { return 0; });
 }
 
 void add_launch_command(CLI::App& app) {
@@ -369,6 +459,17 @@ void add_launch_command(CLI::App& app) {
                   "With --netns-cluster: a one-way delay per link, e.g. 1ms (needs tc netem)");
   sub->add_flag("--prefix-output", o->prefix_output, "Prefix each output line with its rank");
   add_restart_options(*sub, *o);
+  sub->add_option("--max-np", o->max_np,
+                  "With --netns-cluster, --engine gloo and --min-np: a world that grows stays "
+                  "within N ranks")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--host-discovery", o->host_discovery,
+                  "With --netns-cluster, --engine gloo and --min-np: a script printing the hosts "
+                  "available, one per line (h1 or h1:SLOTS), run at each start and every 2 s; a "
+                  "host it lists that the job lacks joins at a checkpoint (the ranks checkpoint, "
+                  "stop and start again with it), one it no longer lists is left out at the next "
+                  "start")
+      ->check(CLI::ExistingFile);
   sub->add_option("command", o->command, "The command to run, after --")->expected(1, -1);
   sub->callback([o] { std::exit(launch(*o)); });
 }
@@ -395,8 +496,9 @@ void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic) {
   if (!elastic) return;
   command
       .add_option("--min-np", o.min_np,
-                  "gloo on one machine: a lost rank is not replaced; the job resumes from its "
-                  "checkpoint with the ranks left while at least M remain (elastic)")
+                  "gloo on one machine or on --netns-cluster: a lost rank (or its emulated host) "
+                  "is not replaced; the job resumes from its checkpoint with the ranks left while "
+                  "at least M remain (elastic)")
       ->check(CLI::PositiveNumber);
 }
 

@@ -26,6 +26,8 @@ struct LaunchOptions {
   bool prefix_output = false;   // prefix every output line with the rank
   int max_restarts = -1;        // restarts after a failure (-1: unset, 0 unless min_np is set)
   int min_np = 0;               // > 0: a lost rank is not replaced while this many remain (gloo)
+  int max_np = 0;               // > 0: a world that grows stays within this many ranks
+  std::string host_discovery;   // a script listing the hosts available (host_discovery.h)
   double restart_window_s = 0;  // > 0: only the restarts of the last this many seconds count
   std::vector<std::string> command;
 };

@@ -127,9 +127,10 @@ void print_event(EventPrinter& printer, const nlohmann::json& e) {
 void resume_as_asked(train::Trainer& trainer, const train::TrainConfig& config,
                      const TrainOptions& o, const comm::Communicator& comm) {
   const int restarts = restarts_so_far();
-  // Under --min-np a restart may have fewer ranks than the checkpoint; the sampler re-shards.
+  // Under --min-np a restart may have fewer ranks than the checkpoint (a rank or host lost), or
+  // more (a host joined: launch --host-discovery); the sampler re-shards.
   const auto change =
-      o.supervision.min_np > 0 ? train::WorldChange::allow_smaller : train::WorldChange::refuse;
+      o.supervision.min_np > 0 ? train::WorldChange::elastic : train::WorldChange::refuse;
   std::optional<train::ResumePoint> from;
   if (restarts > 0) from = trainer.resume_own(config.train.checkpoint_dir, change);
   if (!from && !o.resume.empty()) from = trainer.resume(o.resume, change);
@@ -141,7 +142,8 @@ void resume_as_asked(train::Trainer& trainer, const train::TrainConfig& config,
   }
   const int np = comm.size();
   const std::string ranks = from->saved_world_size != np
-                                ? cat(" on ", np, " of its ", from->saved_world_size, " ranks")
+                                ? cat(" on ", np, " ranks (it was written by ",
+                                      from->saved_world_size, ")")
                                 : std::string();
   std::fprintf(stderr, "distml: restart %d: resuming from %s at step %lld%s\n", restarts,
                from->path.c_str(), static_cast<long long>(from->global_step), ranks.c_str());

@@ -12,7 +12,7 @@
 //      cut with comm::block_range(R, W, r): the first R % W ranks get R / W + 1 indices and
 //      the others R / W, which may be 0. Concatenation in rank order is still the window,
 //      but ranks' batch sizes then differ, so a trainer must weight by batch size.
-//   5. When the world changes in mid-epoch (an elastic restart on fewer ranks), resharded()
+//   5. When the world changes in mid-epoch (an elastic restart on fewer or more ranks), resharded()
 //      starts a new run of windows where the old one stopped: the epoch's first `offset`
 //      global positions are taken, and the windows of the new G follow from there. No sample
 //      of the epoch is skipped or repeated; with drop_last only the tail shorter than one new

@@ -137,8 +137,7 @@ Resumed decode_checkpoint(const std::string& payload, const std::string& path, n
         trajectory_difference(tensor_bytes(read_tensor(archive, "config")), canonical_text(config));
     if (!difference.empty()) throw CheckpointError(cat(path, ": cannot resume: ", difference));
     const auto saved_world = read_int(archive, "world_size");
-    const bool fewer_allowed = change == WorldChange::allow_smaller && saved_world > world_size;
-    if (saved_world != world_size && !fewer_allowed)
+    if (saved_world != world_size && change != WorldChange::elastic)
       throw CheckpointError(cat(path, ": written by a run of ", saved_world,
                                 " ranks; resume it with the same number, not ", world_size));
     archive.read("model", model_archive);
@@ -166,8 +165,10 @@ Resumed decode_checkpoint(const std::string& payload, const std::string& path, n
     if (torch::Tensor offset; archive.try_read("sampler_offset", offset))
       resumed.position.sampler.offset = static_cast<std::size_t>(offset.item<std::int64_t>());
     resumed.saved_world_size = static_cast<int>(saved_world);
-    resumed.own.rng = tensor_bytes(read_tensor(archive, cat("rng_", rank)));
-    resumed.own.strategy = tensor_bytes(read_tensor(archive, cat("strategy_", rank)));
+    if (rank < saved_world) {  // a rank new to the run (the world grew) saved nothing
+      resumed.own.rng = tensor_bytes(read_tensor(archive, cat("rng_", rank)));
+      resumed.own.strategy = tensor_bytes(read_tensor(archive, cat("strategy_", rank)));
+    }
     if (saved_world != world_size)
       for (std::int64_t r = 0; r < saved_world; ++r)
         resumed.strategies.push_back(tensor_bytes(read_tensor(archive, cat("strategy_", r))));

@@ -45,16 +45,17 @@ struct Resumed {
 
 /// Which checkpoints a resume takes by their number of ranks.
 enum class WorldChange {
-  refuse,         // only one written by as many ranks as this run has
-  allow_smaller,  // also one of more ranks (an elastic restart on fewer): rank r takes rank
-                  // r's random state, the strategy every rank's (Resumed::strategies), and
-                  // the caller re-shards the sampler's position
+  refuse,   // only one written by as many ranks as this run has
+  elastic,  // also one of more or fewer ranks (an elastic restart): rank r takes rank r's
+            // random state where that rank saved one (a rank new to the run keeps its own),
+            // the strategy every rank's (Resumed::strategies), and the caller re-shards the
+            // sampler's position
 };
 
 /// Loads a payload into the model and optimizer, and returns where to go on from and what
 /// rank `rank` saved of its own. CheckpointError naming `path` when it was written by a run
 /// whose configuration differs in a key that shapes the trajectory (run keys such as
-/// train.epochs may change), by another number of ranks (fewer, with allow_smaller), for
+/// train.epochs may change), by another number of ranks (unless elastic), for
 /// another model, or is unreadable.
 Resumed decode_checkpoint(const std::string& payload, const std::string& path, nn::Model& model,
                           torch::optim::Optimizer& optimizer, int rank, int world_size,

@@ -72,11 +72,14 @@ class Strategy {
   virtual std::string save_state() { return {}; }
   /// At a resume, before the first step: what save_state() returned on this rank.
   virtual void load_state(const std::string& /*state*/) {}
-  /// At a resume on fewer ranks than wrote the checkpoint (an elastic restart), instead of
-  /// load_state(): what save_state() returned on each of them. Rank `rank` takes its
-  /// namesake's by default; a strategy whose state is cut by the number of ranks cuts it again.
+  /// At a resume on another number of ranks than wrote the checkpoint (an elastic restart),
+  /// instead of load_state(): what save_state() returned on each of them. Rank `rank` takes
+  /// its namesake's by default, and a rank new to the run (the world grew) starts afresh, as
+  /// at a first start (a compressor's residual: none yet); a strategy whose state is cut by the
+  /// number of ranks cuts it again.
   virtual void load_resharded_state(const std::vector<std::string>& saved, int rank) {
-    load_state(saved[static_cast<std::size_t>(rank)]);
+    if (static_cast<std::size_t>(rank) < saved.size())
+      load_state(saved[static_cast<std::size_t>(rank)]);
   }
   /// Called after a resume from a checkpoint: the next step is `global_step` + 1. Collective
   /// over every rank; a rank that does not train reads no checkpoint (global_step 0 there).

@@ -343,7 +343,7 @@ struct Trainer::State {
 
   // The checkpoint holds the whole model: with stages every rank takes it whole, keeps its
   // own stage (with tensor ranks, its slices), and frees the rest again.
-  // With WorldChange::allow_smaller a checkpoint of more ranks resumes on these: the epoch
+  // With WorldChange::elastic a checkpoint of more or fewer ranks resumes on these: the epoch
   // goes on from the first sample the old world had not taken (sharded_sampler.h).
   // `written_by`: only a checkpoint of that run.
   data::SamplerPosition restore(const std::string& dir, ResumePoint& from, WorldChange change,
@@ -358,7 +358,7 @@ struct Trainer::State {
     if (part) pipeline::release_other_stages(*part);
     if (stage)
       stage->set_random_state(resumed.own.rng);
-    else
+    else if (!resumed.own.rng.empty())  // empty on a rank new to the run: its own seed's
       set_generator_state(resumed.own.rng);
     global_step = resumed.position.global_step;
     from.saved_world_size = resumed.saved_world_size;
