@@ -52,6 +52,7 @@ test-kernels: build
 # user's own models (TorchScript, .npz), the sparse/dense hybrid, the deep RL targets, gradient
 # compression (its link part makes network namespaces: root) (~2 h).
 bench: build data
+	@ninja -C $(BUILD) bench_programs
 	bash bench/collectives.sh
 	bash bench/train_speed.sh
 	bash bench/train_accuracy.sh

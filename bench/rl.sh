@@ -70,6 +70,7 @@ for c in "${single[@]}"; do
   # shellcheck disable=SC2086
   run_case "$name" $args
 done
+ninja -C "$build" distml_replay_throughput distml_actor_throughput >/dev/null  # not in the default build
 if [[ -z ${CASES:-} || " $CASES " == *" replay_micro "* ]]; then
   "$build/bench/distml_replay_throughput" >"$dir/replay_micro.jsonl"
 fi

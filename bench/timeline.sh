@@ -15,6 +15,7 @@ steps=${STEPS:-400}
 engine=${ENGINE:-mpi}
 distml=${BUILD:-build}/distml
 span_cost=${BUILD:-build}/bench/distml_span_cost
+ninja -C "${BUILD:-build}" distml_span_cost >/dev/null  # not in the default build
 out=${OUT:-bench/results/timeline.jsonl}
 run_timeout=${RUN_TIMEOUT:-600}
 python=/usr/bin/python3
@@ -46,7 +47,7 @@ for ((rep = 1; rep <= reps; rep++)); do
   if ((rep % 2)); then run off "$rep"; run on "$rep"; else run on "$rep"; run off "$rep"; fi
 done
 [[ -s $work/trace.json ]] || { echo "timeline: no trace written" >&2; exit 1; }
-if [[ -x $span_cost ]]; then "$span_cost" >"$work/span_cost"; else echo '{}' >"$work/span_cost"; fi
+"$span_cost" >"$work/span_cost"
 
 "$python" - "$work/rates" "$commit" "$engine" "$steps" "$work/trace.json" "$work/span_cost" <<'PY' | tee -a "$out"
 import datetime, json, statistics, sys

@@ -28,8 +28,13 @@ assert isinstance(done["eval_mean_return"], float), done
 PY
   echo "ok: $1 on $2 done line"
 }
-for case in ppo:cartpole a2c:cartpole a3c:cartpole impala:cartpole apex:cartpole \
-  apex_dpg:pendulum; do
+# Over each engine, one algorithm of each way its ranks talk: ppo all-reduces gradients (as
+# a2c does), a3c sends gradients to rank 0 for its parameters, impala queues unrolls to a
+# learner, apex fills a replay with prioritised transitions (as apex_dpg does); the local
+# engine runs all six.
+algorithms=(ppo:cartpole a3c:cartpole impala:cartpole apex:cartpole)
+[[ $scope == all ]] && algorithms+=(a2c:cartpole apex_dpg:pendulum)
+for case in "${algorithms[@]}"; do
   algo=${case%:*} env=${case#*:}
   out=$(rl "$algo" --env "$env" "${quick[@]}" --json 2>"$dir/err") ||
     fail "$algo exited $?: $(cat "$dir/err")"

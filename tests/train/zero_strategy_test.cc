@@ -297,22 +297,23 @@ TEST(ZeroStrategy, ResumedOnAnotherNumberOfRanksGoesOnAsAllreduceDoes) {
       return o;
     });
   };
-  for (const auto& [before, after] : {std::pair{3, 2}, std::pair{2, 3}})
-    for (const std::string optim : {"sgd", "adam"}) {
-      const auto config = config_for("mlp", optim, batch, 2 * k);
-      const auto name = cat(optim, "_", before, "to", after);
-      const auto reference = resized(config, dir.file(name + "_allreduce"), before, after);
-      for (int stage : {1, 2}) {
-        const auto zero =
-            resized(with_zero(config, stage), dir.file(cat(name, "_zero", stage)), before, after);
-        for (int r = 0; r < after; ++r) {
-          EXPECT_EQ(zero[r].result.global_step, 2 * k);
-          EXPECT_LE(trajectory_difference(zero[r], reference[r]), trajectory_tolerance(2 * k))
-              << optim << " " << before << " -> " << after << " ranks, stage " << stage
-              << " rank " << r;
-        }
+  // Growing is checked with Adam, whose moments and step count are the most state to re-cut.
+  for (const auto& [before, after, optim] : {std::tuple{3, 2, "sgd"}, std::tuple{3, 2, "adam"},
+                                             std::tuple{2, 3, "adam"}}) {
+    const auto config = config_for("mlp", optim, batch, 2 * k);
+    const auto name = cat(optim, "_", before, "to", after);
+    const auto reference = resized(config, dir.file(name + "_allreduce"), before, after);
+    for (int stage : {1, 2}) {
+      const auto zero =
+          resized(with_zero(config, stage), dir.file(cat(name, "_zero", stage)), before, after);
+      for (int r = 0; r < after; ++r) {
+        EXPECT_EQ(zero[r].result.global_step, 2 * k);
+        EXPECT_LE(trajectory_difference(zero[r], reference[r]), trajectory_tolerance(2 * k))
+            << optim << " " << before << " -> " << after << " ranks, stage " << stage
+            << " rank " << r;
       }
     }
+  }
 }
 
 // Clipping by the global norm: ZeRO computes the norm from every rank's shard, and so clips
