@@ -2,6 +2,8 @@
 // where the gloo ranks meet, and a host discovery script's output (cli/host_discovery.cc). The
 // first host is one word without a comment in it; the discovered hosts are distinct words
 // with slots unset (0) or at least 1. Anything else is refused with a UsageError.
+#include "hostfile.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <set>
@@ -10,7 +12,6 @@
 #include "distml/core/error.h"
 #include "fuzz_file.h"
 #include "host_discovery.h"
-#include "hostfile.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static distml::fuzz::FuzzFile file;

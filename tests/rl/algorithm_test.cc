@@ -8,6 +8,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include <cmath>
 #include <mutex>
 
@@ -334,6 +336,21 @@ TEST(RlConfig, A2cAndA3cAreOnePassOneMinibatchUnclippedNStep) {
     }
   }
   EXPECT_EQ(load_rl_config("", {"algo.name=ppo"}).algo.epochs, 4);  // PPO keeps its own
+}
+
+// --print-config's text, as a config file, gives the same config: a run without a target
+// prints run.target_return = nan, which reads back as no target (a number there would turn a
+// target on, and with run.eval_every = 0 be refused).
+TEST(RlConfig, TheCanonicalTextReadsBackAsItself) {
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{"algo.name=ppo"},
+        std::vector<std::string>{"algo.name=a3c", "run.target_return=100", "run.eval_every=5"}}) {
+    const std::string text = canonical_text(load_rl_config("", sets));
+    const std::string path = ::testing::TempDir() + "/canonical.toml";
+    std::ofstream(path) << text;
+    EXPECT_EQ(canonical_text(load_rl_config(path, {})), text);
+  }
+  EXPECT_FALSE(load_rl_config("", {"run.target_return=nan"}).run.has_target);
 }
 
 // A3C and IMPALA have defaults of their own (docs/rl.md); a key given keeps its value. The

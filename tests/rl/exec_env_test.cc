@@ -5,7 +5,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
 #include "distml/core/error.h"
+#include "distml/rl/envs/exec_protocol.h"
 #include "distml/rl/envs/vector_env.h"
 
 namespace distml::rl {
@@ -82,6 +85,28 @@ TEST(ExecEnv, ASilentEnvironmentTimesOut) {
   // own time limit would fail it; stopping the env must end the sleeping process too.
   EXPECT_THAT(env_error_of([&] { env.step(std::vector<float>{0}); }),
               HasSubstr("sent no answer within 0.5 s"));
+}
+
+// What an environment writes that breaks the protocol's numbers: a number beyond a double,
+// one beyond a float where floats are read, a space too large to allocate. Each is an
+// EnvError saying so (found by fuzz/exec_protocol.cc).
+TEST(ExecProtocol, NumbersAndSpacesBeyondWhatTheyAreReadIntoAreRefused) {
+  EXPECT_THAT(env_error_of([] { exec_protocol::read_declaration(R"({"distml_env": 1e400})"); }),
+              HasSubstr("not JSON"));
+  EXPECT_THAT(env_error_of([] {
+                exec_protocol::read_declaration(
+                    R"({"distml_env": 1, "observation_space": {"shape": [4000000000, 4]},)"
+                    R"( "action_space": {"n": 2}})");
+              }),
+              HasSubstr("holds more than 16777216 values"));
+  const auto declared = exec_protocol::read_declaration(
+      R"({"distml_env": 1, "observation_space": {"shape": [1]}, "action_space": {"n": 2}})");
+  EXPECT_THAT(env_error_of([&] {
+                exec_protocol::observation_in(
+                    exec_protocol::read_answer(R"({"observation": [1e300]})"),
+                    declared.observation);
+              }),
+              HasSubstr("needs \"observation\": 1 numbers"));
 }
 
 }  // namespace

@@ -88,8 +88,7 @@ std::vector<HostSlots> discover_hosts(const std::string& script) {
   ::close(out[0]);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  if (timed_out)
-    throw UsageError(cat("host discovery script ", script, ": no answer within 10 s"));
+  if (timed_out) throw UsageError(cat("host discovery script ", script, ": no answer within 10 s"));
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
     throw UsageError(cat("host discovery script ", script, " failed (",
                          WIFEXITED(status) ? cat("exit code ", WEXITSTATUS(status))

@@ -17,13 +17,13 @@
 #include <thread>
 
 #include "child_processes.h"
-#include "elastic_hosts.h"
 #include "distml/comm/engines.h"
 #include "distml/comm/local/local_world.h"
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
 #include "distml/core/preemption.h"
 #include "distml/core/run_id.h"
+#include "elastic_hosts.h"
 #include "hostfile.h"
 #include "netns_cluster.h"
 #include "slurm.h"
@@ -71,8 +71,10 @@ JobEnd launch_local_processes(const LaunchOptions& o, int np) {
   const char* addr = std::getenv("MASTER_ADDR");
   std::vector<ChildSpec> specs(np);
   for (int r = 0; r < np; ++r)
-    specs[r] = {o.command, rank_environment(o, r, r, np, addr ? addr : "127.0.0.1", port),
-                cat("rank ", r), {}};  // a rank reports nothing for the launcher to read
+    specs[r] = {o.command,
+                rank_environment(o, r, r, np, addr ? addr : "127.0.0.1", port),
+                cat("rank ", r),
+                {}};  // a rank reports nothing for the launcher to read
   return run_children(specs, o.prefix_output, false);
 }
 
@@ -138,8 +140,9 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
     ::setenv(kRestartsVar, std::to_string(starts).c_str(), 1);
     const JobEnd end = start();
     if (end.asked_to_stop && end.code == kPreemptedExitCode) {
-      std::fprintf(stderr, "distml launch: the ranks checkpointed; starting again with the new "
-                           "host\n");
+      std::fprintf(stderr,
+                   "distml launch: the ranks checkpointed; starting again with the new "
+                   "host\n");
       continue;
     }
     // Preempted: by a signal to the launcher, or to the ranks alone (a scheduler's).
@@ -178,8 +181,8 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
     }
     restarted_at.push_back(Clock::now());
     const std::string count = o.restart_window_s > 0
-                                  ? cat(starts + 1, " (", restarted_at.size(), " of ",
-                                        max_restarts, " in the last ", o.restart_window_s, " s)")
+                                  ? cat(starts + 1, " (", restarted_at.size(), " of ", max_restarts,
+                                        " in the last ", o.restart_window_s, " s)")
                                   : cat(restarted_at.size(), " of ", max_restarts);
     std::fprintf(stderr, "distml launch: restart %s after %s%s\n", count.c_str(), cause.c_str(),
                  o.min_np > 0 ? cat("; continuing with ", np, " ranks").c_str() : "");
@@ -213,8 +216,8 @@ int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurr
 // child, not exec'd, so that a lost host cannot leave it waiting forever
 // (mpirun_teardown_grace).
 JobEnd run_mpirun(const std::vector<std::string>& argv, bool across_hosts) {
-  JobEnd end = run_children({{argv, {}, "mpirun", mpirun_teardown_grace(across_hosts), true}},
-                            false, true);
+  JobEnd end =
+      run_children({{argv, {}, "mpirun", mpirun_teardown_grace(across_hosts), true}}, false, true);
   if (const auto failure = mpirun_failure(end.stderr_tail)) {
     end.cause = failure->cause;
     end.code = failure->code;  // also where mpirun was stopped before it could exit with it
@@ -256,8 +259,10 @@ int launch_netns_gloo(const LaunchOptions& o, const NetnsCluster& cluster, int r
         const int rank = static_cast<int>(specs.size());
         auto env = rank_environment(o, rank, local, np, master, port);
         env.emplace_back("GLOO_SOCKET_IFNAME", NetnsCluster::kInterface);
-        specs.push_back({cluster.on_host(index_of(h.host), o.command), std::move(env),
-                         cat("rank ", rank, " on ", h.host), {}});
+        specs.push_back({cluster.on_host(index_of(h.host), o.command),
+                         std::move(env),
+                         cat("rank ", rank, " on ", h.host),
+                         {}});
         host_of_rank.push_back(h.host);
       }
     std::string names;
@@ -275,8 +280,7 @@ int launch_netns_gloo(const LaunchOptions& o, const NetnsCluster& cluster, int r
                    host.c_str());
       return true;
     };
-    return run_children(specs, o.prefix_output, false,
-                        o.host_discovery.empty() ? Watch() : watch);
+    return run_children(specs, o.prefix_output, false, o.host_discovery.empty() ? Watch() : watch);
   };
   const auto shrink = [&](const JobEnd& end) {
     if (end.failed >= 0) elastic.lost(host_of_rank[static_cast<std::size_t>(end.failed)]);
@@ -315,8 +319,9 @@ int launch_netns_cluster(LaunchOptions o) {
                 {"--mca", "plm_rsh_agent", cluster.mpi_agent(), "--mca", "btl", "self,vader,tcp",
                  "--mca", "btl_tcp_if_include", NetnsCluster::kSubnet, "--mca",
                  "oob_tcp_if_include", NetnsCluster::kSubnet});
-  return supervise(o, [&] { return run_mpirun(cluster.on_host(0, mpirun), true); },
-                   [](const JobEnd&) { return 0; });
+  return supervise(
+      o, [&] { return run_mpirun(cluster.on_host(0, mpirun), true); },
+      [](const JobEnd&) { return 0; });
 }
 
 // Where a job's world can change: gloo only (mpi's world is fixed when it starts), on one
@@ -418,20 +423,19 @@ int launch(const LaunchOptions& o) {
   if (o.np < 1) throw UsageError(cat("--np/-n must be at least 1, got ", o.np));
   // gloo on one machine: local processes; across hosts, mpirun starts them (the ranks read
   // its rank variables) and they meet at the first host's TCPStore.
-  if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty())
-  {
+  if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty()) {
     int np = o.np;
-    return supervise(o, [&] { return launch_local_processes(o, np); },
-                     [&](const JobEnd&) { return --np; });
+    return supervise(
+        o, [&] { return launch_local_processes(o, np); }, [&](const JobEnd&) { return --np; });
   }
   std::string master = "127.0.0.1";
   if (!o.hostfile.empty()) master = first_host(o.hostfile);
   if (!o.hosts.empty()) master = split_list(o.hosts).front();
   prepare_mpirun_environment(o, master.substr(0, master.find(':')));
   const bool across_hosts = !o.hosts.empty() || !o.hostfile.empty();
-  return supervise(o, [&] { return run_mpirun(mpirun_command(o, cores(), ::geteuid() == 0),
-                                              across_hosts); },
-                   [](const JobEnd&) { return 0; });
+  return supervise(
+      o, [&] { return run_mpirun(mpirun_command(o, cores(), ::geteuid() == 0), across_hosts); },
+      [](const JobEnd&) { return 0; });
 }
 
 void add_launch_command(CLI::App& app) {

@@ -40,7 +40,8 @@ LearnerCounters load_learner_state(const std::string& payload, const std::string
       torch::Tensor stats;
       archive.read("normalizer", stats);
       stats = stats.contiguous();
-      parts.normalizer->set_shared({stats.data_ptr<double>(), static_cast<std::size_t>(stats.numel())});
+      parts.normalizer->set_shared(
+          {stats.data_ptr<double>(), static_cast<std::size_t>(stats.numel())});
     }
     return {update.item<std::int64_t>(), env_steps.item<std::int64_t>()};
   } catch (const c10::Error& e) {
@@ -48,6 +49,8 @@ LearnerCounters load_learner_state(const std::string& payload, const std::string
                               e.what_without_backtrace(), ")"));
   } catch (const Error& e) {
     throw CheckpointError(cat(source, ": ", e.what()));
+  } catch (const std::exception& e) {  // LibTorch's archive reader throws others too
+    throw CheckpointError(cat(source, ": unreadable checkpoint contents: ", e.what()));
   }
 }
 

@@ -20,10 +20,16 @@ using config::kPositive;
 
 const config::Range kAnyNumber{-config::kInf, config::kInf, true, true, "(any finite number)"};
 
-// run.target_return: giving it is what turns the target on.
+// run.target_return: a number turns the target on; nan, the default, leaves it off (so that
+// the canonical text of a config without a target, which prints it, reads back as one).
 config::KeySpec<RlConfig> target_key() {
   auto spec = K::float_key("run", "target_return", kAnyNumber, CONFIG_FIELD(run.target_return));
   spec.assign = [assign = spec.assign](const toml::node& node, RlConfig& c) {
+    if (const auto* value = node.as_floating_point(); value && std::isnan(value->get())) {
+      c.run.target_return = value->get();
+      c.run.has_target = false;
+      return true;
+    }
     return assign(node, c) && (c.run.has_target = true);
   };
   return spec;

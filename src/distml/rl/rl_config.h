@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -70,12 +71,13 @@ struct ApexConfig {  // apex (DQN) and apex_dpg
 struct RunConfig {
   std::int64_t env_steps = 100000;  // environment steps of all actors together
   std::uint64_t seed = 1;
-  std::int64_t threads = 1;            // intra-op threads per rank
-  std::int64_t env_workers = 1;        // threads stepping each actor's environment copies; > 1
-                                       // also overlaps them with inference (double buffering)
-  std::int64_t eval_episodes = 100;    // at the end, with the greedy policy
-  double target_return = 0;            // stop once target_metric reaches it
-  bool has_target = false;             // set when target_return is given
+  std::int64_t threads = 1;          // intra-op threads per rank
+  std::int64_t env_workers = 1;      // threads stepping each actor's environment copies; > 1
+                                     // also overlaps them with inference (double buffering)
+  std::int64_t eval_episodes = 100;  // at the end, with the greedy policy
+  double target_return = std::numeric_limits<double>::quiet_NaN();  // stop once target_metric
+                                                                    // reaches it (nan: never)
+  bool has_target = false;             // set when target_return is given as a number
   std::string target_metric = "eval";  // eval: an evaluation during the run (eval_every > 0);
                                        // train: the mean of the last 100 training episodes
   std::int64_t eval_every = 0;         // updates between evaluations during the run (0: none)

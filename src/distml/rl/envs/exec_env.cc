@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "distml/core/error.h"
+#include "distml/rl/envs/exec_protocol.h"
 
 extern char** environ;
 
@@ -26,11 +27,6 @@ using Json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 constexpr std::size_t kLongestLine = 64 << 20;
-
-// A line as a message shows it: at most 200 characters.
-std::string shown(const std::string& line) {
-  return line.size() <= 200 ? line : line.substr(0, 200) + "...";
-}
 
 // How a finished process ended, or "" while it runs (waited for up to `wait`).
 std::string ending_of(pid_t pid, std::chrono::milliseconds wait) {
@@ -46,51 +42,6 @@ std::string ending_of(pid_t pid, std::chrono::milliseconds wait) {
     if (r < 0 || Clock::now() > deadline) return "";
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-}
-
-// Numbers of a JSON array, flattened; false if it is not an array of numbers.
-bool numbers(const Json& j, std::vector<float>& out) {
-  if (!j.is_array()) return false;
-  for (const Json& v : j) {
-    if (!v.is_number()) return false;
-    out.push_back(v.get<float>());
-  }
-  return true;
-}
-
-// The space a declaration describes: {"n": K} or {"shape": [...], "low": [...], "high": [...]}.
-Space space_of(const Json& j, const char* key, bool bounds_required) {
-  const std::string where = cat("its \"", key, "\"");
-  if (!j.is_object()) throw EnvError(cat(where, " is not an object"));
-  if (j.contains("n")) {
-    if (!j["n"].is_number_integer() || j["n"].get<long long>() < 1)
-      throw EnvError(cat(where, ": \"n\" must be a whole number >= 1"));
-    return Space::discrete(j["n"].get<int>());
-  }
-  if (!j.contains("shape") || !j["shape"].is_array() || j["shape"].empty())
-    throw EnvError(cat(where, " needs \"n\" (discrete) or \"shape\" (a box)"));
-  std::size_t size = 1;
-  for (const Json& d : j["shape"]) {
-    if (!d.is_number_integer() || d.get<long long>() < 1)
-      throw EnvError(cat(where, ": \"shape\" must hold whole numbers >= 1"));
-    size *= d.get<std::size_t>();
-  }
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> low, high;
-  if (j.contains("low") || j.contains("high") || bounds_required) {
-    if (!numbers(j.value("low", Json()), low) || !numbers(j.value("high", Json()), high) ||
-        low.size() != size || high.size() != size)
-      throw EnvError(cat(where, " needs \"low\" and \"high\": ", size, " numbers each"));
-    for (std::size_t i = 0; i < size; ++i)
-      if (!(low[i] <= high[i]) ||
-          (bounds_required && !(std::isfinite(low[i]) && std::isfinite(high[i]))))
-        throw EnvError(cat(where, ": low[", i, "] = ", low[i], " and high[", i, "] = ", high[i],
-                           " are no bounds"));
-  } else {
-    low.assign(size, -inf);
-    high.assign(size, inf);
-  }
-  return Space::box(std::move(low), std::move(high));
 }
 
 }  // namespace
@@ -122,18 +73,14 @@ ExecEnv::ExecEnv(std::string command, const EnvOptions& options)
     throw EnvError(cat("environment '", name_, "' did not start: ", std::strerror(spawned)));
   }
   try {
-    const Json hello = read_message();
-    if (!hello.is_object() || hello.value("distml_env", Json()) != 1)
-      fail(
-          cat("its first line must declare it, like {\"distml_env\": 1, \"observation_space\": "
-              "{\"shape\": [4]}, \"action_space\": {\"n\": 2}}; got ",
-              shown(hello.dump())));
-    observation_space_ = space_of(hello.value("observation_space", Json()), "observation_space",
-                                  /*bounds_required=*/false);
-    if (observation_space_.is_discrete())
-      fail("\"observation_space\" must be a box (\"shape\"), not discrete");
-    action_space_ = space_of(hello.value("action_space", Json()), "action_space",
-                             /*bounds_required=*/true);
+    const std::string line = read_line();
+    try {
+      auto declared = exec_protocol::read_declaration(line);
+      observation_space_ = std::move(declared.observation);
+      action_space_ = std::move(declared.action);
+    } catch (const EnvError& e) {
+      fail(e.what());  // with how the process ended, if it has
+    }
   } catch (const EnvError& e) {
     stop();  // no destructor runs for a constructor that throws
     throw EnvError(cat("environment '", name_, "' did not start: ", e.what()));
@@ -192,42 +139,25 @@ std::string ExecEnv::read_line() {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(cat("cannot be read: ", std::strerror(errno)));
     if (n == 0)
-      fail(buffer_.empty() ? "closed its output before answering"
-                           : cat("closed its output in the middle of a line: ", shown(buffer_)));
+      fail(buffer_.empty()
+               ? "closed its output before answering"
+               : cat("closed its output in the middle of a line: ", exec_protocol::shown(buffer_)));
     buffer_.append(chunk, static_cast<std::size_t>(n));
-  }
-}
-
-Json ExecEnv::read_message() {
-  const std::string line = read_line();
-  try {
-    return Json::parse(line);
-  } catch (const Json::parse_error&) {
-    fail(cat("sent a line that is not JSON: ", shown(line)));
   }
 }
 
 Json ExecEnv::exchange(const Json& request) {
   write_line(request.dump());
-  Json answer = read_message();
-  if (!answer.is_object()) fail(cat("answered with ", shown(answer.dump()), ", not an object"));
-  if (answer.contains("error"))
-    fail(cat("reports an error: ", answer["error"].is_string() ? answer["error"].get<std::string>()
-                                                               : answer["error"].dump()));
-  return answer;
-}
-
-std::vector<float> ExecEnv::observation_of(const Json& answer) const {
-  std::vector<float> observation;
-  if (!numbers(answer.value("observation", Json()), observation) ||
-      static_cast<int>(observation.size()) != observation_space_.size())
-    throw EnvError(cat("its answer needs \"observation\": ", observation_space_.size(),
-                       " numbers; got ", shown(answer.dump())));
-  return observation;
+  const std::string line = read_line();
+  try {
+    return exec_protocol::read_answer(line);
+  } catch (const EnvError& e) {
+    fail(e.what());
+  }
 }
 
 std::vector<float> ExecEnv::reset(std::uint64_t seed) {
-  return observation_of(exchange({{"reset", seed}}));
+  return exec_protocol::observation_in(exchange({{"reset", seed}}), observation_space_);
 }
 
 StepResult ExecEnv::step(std::span<const float> action) {
@@ -241,21 +171,7 @@ StepResult ExecEnv::step(std::span<const float> action) {
     else
       a.push_back(v);
   }
-  const Json answer = exchange({{"step", a}});
-  StepResult r;
-  r.observation = observation_of(answer);
-  const Json reward = answer.value("reward", Json()),
-             terminated = answer.value("terminated", Json()),
-             truncated = answer.value("truncated", Json());
-  if (!reward.is_number() || !terminated.is_boolean() || !truncated.is_boolean())
-    throw EnvError(
-        cat("a step's answer needs \"reward\" (a number), \"terminated\" and "
-            "\"truncated\" (booleans); got ",
-            shown(answer.dump())));
-  r.reward = reward.get<double>();
-  r.terminated = terminated.get<bool>();
-  r.truncated = truncated.get<bool>();
-  return r;
+  return exec_protocol::step_in(exchange({{"step", a}}), observation_space_);
 }
 
 }  // namespace distml::rl

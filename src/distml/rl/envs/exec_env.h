@@ -45,12 +45,10 @@ class ExecEnv final : public Env {
   StepResult step(std::span<const float> action) override;
 
  private:
-  // Sends `request` and returns the answer, checked for {"error": ...}.
+  // Sends `request` and returns the answer, checked for {"error": ...} (exec_protocol.h).
   nlohmann::json exchange(const nlohmann::json& request);
-  nlohmann::json read_message();
   std::string read_line();
   void write_line(const std::string& line);
-  std::vector<float> observation_of(const nlohmann::json& answer) const;
   // EnvError(why), with how the process ended if it has.
   [[noreturn]] void fail(const std::string& why);
   // Closes the socket, lets the process exit (2 s) or kills it, and reaps it.
