@@ -8,10 +8,7 @@
 #include <optional>
 
 #include "distml/ml/agreement.h"
-#include "distml/ml/estimator.h"
-#include "distml/ml/imputer.h"
-#include "distml/ml/model_file.h"
-#include "distml/ml/preprocessing.h"
+#include "distml/ml/saved_model.h"
 #include "ml_job.h"
 
 namespace distml::cli {
@@ -76,37 +73,34 @@ void write_predictions(const std::vector<double>& mine, const std::vector<std::s
 }
 
 void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
-  const auto model = ml::load_model_file(o.model_path);
-  auto estimator = ml::estimator_from_json(model);
+  const auto model = ml::read_saved_model(o.model_path);
+  const auto& estimator = model.estimator;
   if (o.proba && !estimator->gives_probabilities())
     throw UsageError(
-        cat("--proba: ", model["estimator"].get<std::string>(),
+        cat("--proba: ", model.estimator_name,
             " gives no class probabilities (logistic_regression, the naive Bayes, gbdt and "
             "random_forest classifiers do)"));
-  const auto& pre = model.at("preprocessing");
-  const auto names = pre.at("class_names").get<std::vector<std::string>>();
   const bool regression = estimator->regression();
   // A model fitted on a CSV file knows its feature columns by name, and its label's: the
   // file may order them otherwise, and may have the label column or not.
-  LocalData data = read_data(
-      o.data, comm,
-      {.features = pre.at("features").get<std::size_t>(),
-       .libsvm_index_base = pre.value("libsvm_index_base", 1),
-       .idx_split = "t10k",
-       .regression = regression,
-       .feature_names = pre.value("feature_names", std::vector<std::string>{}),
-       .label_name = pre.contains("label") && pre["label"].is_string() ? pre["label"] : "",
-       .missing_allowed = pre.contains("imputer") || estimator->takes_missing()});
-  check_features(data, pre.at("features").get<std::size_t>(), o.data.path);
-  if (data.sparse &&
-      (!estimator->takes_sparse() || pre.contains("standardizer") || pre.contains("imputer")))
-    data = ml::densified(std::move(data), model["estimator"].get<std::string>());
+  LocalData data = read_data(o.data, comm,
+                             {.features = model.features,
+                              .libsvm_index_base = model.libsvm_index_base,
+                              .idx_split = "t10k",
+                              .regression = regression,
+                              .feature_names = model.feature_names,
+                              .label_name = model.label,
+                              .missing_allowed = model.imputer || estimator->takes_missing()});
+  check_features(data, model.features, o.data.path);
+  if (data.sparse && (!estimator->takes_sparse() || model.standardizer || model.imputer))
+    data = ml::densified(std::move(data), model.estimator_name);
   const bool labelled = ml::allreduce_i64(comm, data.y.empty() && data.targets.empty() ? 0 : 1,
                                           comm::ReduceOp::max) == 1;
+  const auto& names = model.class_names;
   const std::int64_t unseen =
       labelled && estimator->supervised() ? align_labels(data, names, comm) : 0;
-  if (pre.contains("imputer")) ml::Imputer::from_json(pre["imputer"]).apply(data);
-  if (pre.contains("standardizer")) ml::Standardizer::from_json(pre["standardizer"]).apply(data);
+  if (model.imputer) model.imputer->apply(data);
+  if (model.standardizer) model.standardizer->apply(data);
   std::vector<double> predictions;
   if (regression) {
     predictions = estimator->predict_values(data);
@@ -125,7 +119,7 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
   if (comm.rank() != 0) return;
   if (o.json) {
     const nlohmann::json done = {{"event", "done"},
-                                 {"estimator", model["estimator"]},
+                                 {"estimator", model.estimator_name},
                                  {"rows", data.global_rows},
                                  {"score", score ? nlohmann::json(*score) : nullptr},
                                  {"unseen_class_rows", unseen},
@@ -134,7 +128,7 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
     std::cout << done.dump() << std::endl;
     return;
   }
-  std::printf("%s on %s: ", model["estimator"].dump().c_str(), o.data.path.c_str());
+  std::printf("\"%s\" on %s: ", model.estimator_name.c_str(), o.data.path.c_str());
   if (score)
     std::printf("score %.4f over %zu rows", *score, data.global_rows);
   else

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
@@ -82,6 +83,40 @@ void require_option(bool ok, std::string_view who, std::string_view key, std::st
 
 /// The field `key` of a model's JSON; DataError naming `who` and the key when it is missing.
 const nlohmann::json& model_field(const nlohmann::json& j, const char* key, std::string_view who);
+/// A model's "options" as its Options: DataError where a key whose default (Options{}) is a
+/// whole number holds anything else (a float there would convert with undefined behaviour).
+template <class Options>
+Options model_options(const nlohmann::json& j, std::string_view who) {
+  const auto& given = model_field(j, "options", who);
+  const nlohmann::json defaults = Options{};
+  for (const auto& [key, value] : defaults.items())
+    if (value.is_number_integer() && given.is_object() && given.contains(key) &&
+        !given[key].is_number_integer())
+      throw DataError(cat(who, " model: option \"", key, "\" is ", given[key].dump(),
+                          ", not a whole number"));
+  return given.get<Options>();
+}
+
+/// model_field(j, key, who) as an integer of type T: DataError unless the field is a whole
+/// number that T holds (a JSON float, or one out of T's range, would convert with undefined
+/// behaviour).
+template <class T>
+T model_integer(const nlohmann::json& j, const char* key, std::string_view who) {
+  using Limits = std::numeric_limits<T>;
+  const auto& field = model_field(j, key, who);
+  bool fits = false;
+  if (field.is_number_unsigned()) {
+    fits = field.get<std::uint64_t>() <= static_cast<std::uint64_t>(Limits::max());
+  } else if (field.is_number_integer()) {
+    const auto v = field.get<std::int64_t>();
+    fits = v >= static_cast<std::int64_t>(Limits::min()) &&
+           (v < 0 || static_cast<std::uint64_t>(v) <= static_cast<std::uint64_t>(Limits::max()));
+  }
+  if (!fits)
+    throw DataError(cat(who, " model: field \"", key, "\" is ", field.dump(),
+                        ", not a whole number from ", Limits::min(), " to ", Limits::max()));
+  return field.get<T>();
+}
 
 /// Keeps BLAS (OpenBLAS, when it is the BLAS) to the calling thread: with a rank per core,
 /// BLAS threads of its own would only compete with the other ranks. Idempotent.

@@ -330,12 +330,12 @@ GaussianMixture GaussianMixture::from_json(const nlohmann::json& j) {
     if (model_field(j, "estimator", kMixture) != kMixture ||
         model_field(j, "version", kMixture) != 1)
       throw DataError(cat("not a version 1 ", kMixture, " model"));
-    GaussianMixture m(model_field(j, "options", kMixture).get<GaussianMixtureOptions>());
-    m.features_ = model_field(j, "features", kMixture).get<std::size_t>();
+    GaussianMixture m(model_options<GaussianMixtureOptions>(j, kMixture));
+    m.features_ = model_integer<std::size_t>(j, "features", kMixture);
     m.weights_ = model_field(j, "weights", kMixture).get<std::vector<double>>();
     m.means_ = model_field(j, "means", kMixture).get<std::vector<double>>();
     m.covariances_ = model_field(j, "covariances", kMixture).get<std::vector<double>>();
-    m.n_iter_ = model_field(j, "n_iter", kMixture).get<int>();
+    m.n_iter_ = model_integer<int>(j, "n_iter", kMixture);
     m.converged_ = model_field(j, "converged", kMixture).get<bool>();
     m.lower_bound_ = model_field(j, "lower_bound", kMixture).get<double>();
     const std::size_t k = static_cast<std::size_t>(m.options_.n_components), d = m.features_;

@@ -140,14 +140,14 @@ GBDTTree tree_from_json(const nlohmann::json& j, std::size_t features) {
   GBDTTree t;
   for (const auto& jn : j) {
     GBDTNode n;
-    n.feature = model_field(jn, "feature", kGbdt).get<int>();
+    n.feature = model_integer<int>(jn, "feature", kGbdt);
     n.threshold = model_field(jn, "threshold", kGbdt).get<double>();
     n.missing_left = jn.value("missing_left", false);  // absent in files from before it
     n.gain = jn.value("gain", 0.0);
-    n.left = model_field(jn, "left", kGbdt).get<int>();
-    n.right = model_field(jn, "right", kGbdt).get<int>();
+    n.left = model_integer<int>(jn, "left", kGbdt);
+    n.right = model_integer<int>(jn, "right", kGbdt);
     n.value = model_field(jn, "value", kGbdt).get<double>();
-    n.samples = model_field(jn, "samples", kGbdt).get<std::int64_t>();
+    n.samples = model_integer<std::int64_t>(jn, "samples", kGbdt);
     t.nodes.push_back(n);
   }
   check_tree_links(t.nodes, features, kGbdt);
@@ -394,15 +394,14 @@ GBDT GBDT::from_json(const nlohmann::json& j) {
   try {
     if (model_field(j, "estimator", kGbdt) != kGbdt || model_field(j, "version", kGbdt) != 1)
       throw DataError(cat("not a version 1 ", kGbdt, " model"));
-    const auto& jo = model_field(j, "options", kGbdt);
-    const auto o = jo.get<GBDTOptions>();
+    const auto o = model_options<GBDTOptions>(j, kGbdt);
     GBDT m(o);
     m.loss_ = model_field(j, "loss", kGbdt).get<std::string>();
-    m.num_classes_ = model_field(j, "num_classes", kGbdt).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kGbdt).get<std::size_t>();
+    m.num_classes_ = model_integer<std::int64_t>(j, "num_classes", kGbdt);
+    m.features_ = model_integer<std::size_t>(j, "features", kGbdt);
     m.class_names_ = model_field(j, "class_names", kGbdt).get<std::vector<std::string>>();
     m.baseline_ = model_field(j, "baseline", kGbdt).get<std::vector<double>>();
-    m.iterations_ = model_field(j, "iterations", kGbdt).get<int>();
+    m.iterations_ = model_integer<int>(j, "iterations", kGbdt);
     m.validation_loss_ = model_field(j, "validation_loss", kGbdt).get<std::vector<double>>();
     for (const auto& jt : model_field(j, "trees", kGbdt))
       m.trees_.push_back(tree_from_json(jt, m.features_));

@@ -312,10 +312,9 @@ KMeans KMeans::from_json(const nlohmann::json& j) {
   if (model_field(j, "version", kWho) != 1)
     throw DataError(cat("kmeans model: unsupported version ", j["version"].dump()));
   try {
-    const auto& jo = model_field(j, "options", kWho);
-    const auto o = jo.get<KMeansOptions>();
+    const auto o = model_options<KMeansOptions>(j, kWho);
     KMeans model(o);
-    model.features_ = model_field(j, "features", kWho).get<std::size_t>();
+    model.features_ = model_integer<std::size_t>(j, "features", kWho);
     for (const auto& row : model_field(j, "centroids", kWho)) {
       const auto values = row.get<std::vector<double>>();
       if (values.size() != model.features_)
@@ -326,7 +325,7 @@ KMeans KMeans::from_json(const nlohmann::json& j) {
     if (model.features_ == 0 || model.centroids_.size() != model.features_ * o.k)
       throw DataError(
           cat("kmeans model: needs k = ", o.k, " centroids of ", model.features_, " > 0 features"));
-    model.iterations_ = model_field(j, "iterations", kWho).get<int>();
+    model.iterations_ = model_integer<int>(j, "iterations", kWho);
     model.inertia_ = model_field(j, "inertia", kWho).get<double>();
     return model;
   } catch (const nlohmann::json::exception& e) {

@@ -32,13 +32,13 @@ void LinearFit::write(nlohmann::json& j) const {
 
 LinearFit LinearFit::read(const nlohmann::json& j, std::string_view who) {
   LinearFit f;
-  f.num_classes = model_field(j, "num_classes", who).get<std::int64_t>();
-  f.features = model_field(j, "features", who).get<std::size_t>();
+  f.num_classes = model_integer<std::int64_t>(j, "num_classes", who);
+  f.features = model_integer<std::size_t>(j, "features", who);
   f.coef = model_field(j, "coef", who).get<std::vector<double>>();
   f.intercept = model_field(j, "intercept", who).get<std::vector<double>>();
   f.class_names = model_field(j, "class_names", who).get<std::vector<std::string>>();
   f.objective = model_field(j, "objective", who).get<double>();
-  f.n_iter = model_field(j, "n_iter", who).get<int>();
+  f.n_iter = model_integer<int>(j, "n_iter", who);
   f.converged = model_field(j, "converged", who).get<bool>();
   const std::size_t outputs = f.num_classes == 2 ? 1 : static_cast<std::size_t>(f.num_classes);
   if (f.num_classes < 2 || f.intercept.size() != outputs || f.coef.size() != outputs * f.features)

@@ -223,8 +223,7 @@ LinearSVC LinearSVC::from_json(const nlohmann::json& j) {
   try {
     if (model_field(j, "estimator", kSvc) != kSvc || model_field(j, "version", kSvc) != 1)
       throw DataError(cat("not a version 1 ", kSvc, " model"));
-    const auto& jo = model_field(j, "options", kSvc);
-    const auto o = jo.get<LinearSVCOptions>();
+    const auto o = model_options<LinearSVCOptions>(j, kSvc);
     LinearSVC m(o);
     m.fit_ = LinearFit::read(j, kSvc);
     return m;

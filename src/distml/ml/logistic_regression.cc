@@ -293,8 +293,7 @@ LogisticRegression LogisticRegression::from_json(const nlohmann::json& j) {
   try {
     if (model_field(j, "estimator", kLogreg) != kLogreg || model_field(j, "version", kLogreg) != 1)
       throw DataError(cat("not a version 1 ", kLogreg, " model"));
-    const auto& jo = model_field(j, "options", kLogreg);
-    const auto o = jo.get<LogisticRegressionOptions>();  // no "penalty" (older files): l2
+    const auto o = model_options<LogisticRegressionOptions>(j, kLogreg);  // no "penalty" (older files): l2
     LogisticRegression m(o);
     m.fit_ = LinearFit::read(j, kLogreg);
     return m;

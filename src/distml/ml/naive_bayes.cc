@@ -190,8 +190,8 @@ GaussianNB GaussianNB::from_json(const nlohmann::json& j) {
     o.var_smoothing =
         model_field(model_field(j, "options", kGaussian), "var_smoothing", kGaussian).get<double>();
     GaussianNB m(o);
-    m.num_classes_ = model_field(j, "num_classes", kGaussian).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kGaussian).get<std::size_t>();
+    m.num_classes_ = model_integer<std::int64_t>(j, "num_classes", kGaussian);
+    m.features_ = model_integer<std::size_t>(j, "features", kGaussian);
     m.class_count_ = model_field(j, "class_count", kGaussian).get<std::vector<double>>();
     m.class_prior_ = model_field(j, "class_prior", kGaussian).get<std::vector<double>>();
     m.theta_ = model_field(j, "theta", kGaussian).get<std::vector<double>>();
@@ -303,8 +303,8 @@ MultinomialNB MultinomialNB::from_json(const nlohmann::json& j) {
     o.alpha = model_field(jo, "alpha", kMultinomial).get<double>();
     o.fit_prior = model_field(jo, "fit_prior", kMultinomial).get<bool>();
     MultinomialNB m(o);
-    m.num_classes_ = model_field(j, "num_classes", kMultinomial).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kMultinomial).get<std::size_t>();
+    m.num_classes_ = model_integer<std::int64_t>(j, "num_classes", kMultinomial);
+    m.features_ = model_integer<std::size_t>(j, "features", kMultinomial);
     m.class_count_ = model_field(j, "class_count", kMultinomial).get<std::vector<double>>();
     m.feature_count_ = model_field(j, "feature_count", kMultinomial).get<std::vector<double>>();
     m.class_log_prior_ = model_field(j, "class_log_prior", kMultinomial).get<std::vector<double>>();

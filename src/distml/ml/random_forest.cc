@@ -90,11 +90,11 @@ ForestTree tree_from_json(const nlohmann::json& j, std::size_t features, std::si
     if (jn.contains("value")) {
       n.value = jn["value"].get<std::vector<double>>();
     } else {
-      n.feature = model_field(jn, "feature", kForest).get<int>();
+      n.feature = model_integer<int>(jn, "feature", kForest);
       n.threshold = model_field(jn, "threshold", kForest).get<double>();
       n.missing_left = model_field(jn, "missing_left", kForest).get<bool>();
-      n.left = model_field(jn, "left", kForest).get<int>();
-      n.right = model_field(jn, "right", kForest).get<int>();
+      n.left = model_integer<int>(jn, "left", kForest);
+      n.right = model_integer<int>(jn, "right", kForest);
       n.gain = model_field(jn, "gain", kForest).get<double>();
     }
     t.nodes.push_back(std::move(n));
@@ -274,10 +274,10 @@ RandomForest RandomForest::from_json(const nlohmann::json& j) {
   try {
     if (model_field(j, "estimator", kForest) != kForest || model_field(j, "version", kForest) != 1)
       throw DataError(cat("not a version 1 ", kForest, " model"));
-    RandomForest m(model_field(j, "options", kForest).get<RandomForestOptions>());
+    RandomForest m(model_options<RandomForestOptions>(j, kForest));
     m.criterion_ = model_field(j, "criterion", kForest).get<std::string>();
-    m.num_classes_ = model_field(j, "num_classes", kForest).get<std::int64_t>();
-    m.features_ = model_field(j, "features", kForest).get<std::size_t>();
+    m.num_classes_ = model_integer<std::int64_t>(j, "num_classes", kForest);
+    m.features_ = model_integer<std::size_t>(j, "features", kForest);
     const bool classifier = m.criterion_ == "gini";
     if ((!classifier && m.criterion_ != "squared_error") || (classifier && m.num_classes_ < 2))
       throw DataError(
