@@ -624,15 +624,24 @@ def elastic(distml, d, cfg):
                             "--max-restarts", "2", "--", distml, *epochs_of_csv(d, cfg, epochs),
                             *slow],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    err = []
-    reader = threading.Thread(target=lambda: err.extend(job.stderr), daemon=True)
+    err, seen_at = [], []  # stderr's lines, and when each came
+
+    def read():
+        for line in job.stderr:
+            err.append(line)
+            seen_at.append(time.time())
+
+    reader = threading.Thread(target=read, daemon=True)
     reader.start()
+
+    def first(text):  # when `text` was first seen on stderr, or None
+        return next((t for line, t in zip(err, seen_at) if text in line), None)
 
     def wait_for(text, what):
         deadline = time.time() + 120
-        while time.time() < deadline and not any(text in line for line in err):
+        while time.time() < deadline and first(text) is None:
             time.sleep(0.01)
-        if not any(text in line for line in err):
+        if first(text) is None:
             job.kill()
             sys.exit(f"FAIL: {what} did not happen within 120 s:\n{''.join(err)[-3000:]}")
 
@@ -646,30 +655,34 @@ def elastic(distml, d, cfg):
     with open(hosts, "w") as f:  # host 1 is lost: its rank dies, discovery no longer lists it
         f.write("h0\n")
     os.kill(victim, signal.SIGKILL)
+    lost_at = time.time()
     wait_for("continuing with 1 ranks", "a restart on host 0 alone")
     with open(hosts, "w") as f:  # host 1 is back
         f.write("h0\nh1\n")
+    back_at = time.time()
     out = job.stdout.read()  # not communicate(): the reader takes stderr
     job.wait(timeout=300)
     reader.join()
-    err = "".join(err)
+    text = "".join(err)
     left = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                       text=True).stdout.split() if n.startswith(f"dml{job.pid}")]
     if job.returncode != 0 or left:
-        sys.exit(f"FAIL: exit {job.returncode}, namespaces left {left}:\n{err[-3000:]}")
-    done = done_line(subprocess.CompletedProcess([], 0, out, err))
+        sys.exit(f"FAIL: exit {job.returncode}, namespaces left {left}:\n{text[-3000:]}")
+    done = done_line(subprocess.CompletedProcess([], 0, out, text))
     resumes = [(int(m.group(1)), int(m.group(2))) for m in re.finditer(
-        r"resuming from \S+ at step (\d+) on (\d+) ranks", err)]
-    if "host h1 is available" not in err or [w for _, w in resumes] != [1, 2] or done["np"] != 2:
+        r"resuming from \S+ at step (\d+) on (\d+) ranks", text)]
+    if "host h1 is available" not in text or [w for _, w in resumes] != [1, 2] or done["np"] != 2:
         sys.exit(f"FAIL: expected 2 hosts -> 1 -> 2 (resumes {resumes}, np {done['np']}):\n"
-                 f"{err[-3000:]}")
+                 f"{text[-3000:]}")
     expected = final_step(samples, batch, epochs, [(0, 2), *resumes])
     if done["global_step"] != expected:
         sys.exit(f"FAIL: resumed at {resumes}: expected the {epochs} epochs to end at step "
-                 f"{expected}, not {done['global_step']}:\n{err[-3000:]}")
-    print(f"ok: 2 hosts, host 1 lost, resumed at step {resumes[0][0]} on 1, host 1 back at "
-          f"step {resumes[1][0]}; the {epochs} epochs ended at step {expected} on 2 ranks, "
-          f"test accuracy {done['test_accuracy']:.4f}")
+                 f"{expected}, not {done['global_step']}:\n{text[-3000:]}")
+    print(f"ok: 2 hosts, host 1 lost, resumed at step {resumes[0][0]} on 1 rank (training "
+          f"again {first('on 1 ranks (it was') - lost_at:.1f} s after the loss), host 1 back: "
+          f"resumed at step {resumes[1][0]} on 2 ranks {first('on 2 ranks (it was') - back_at:.1f}"
+          f" s after it was listed again; the {epochs} epochs ended at step {expected}, test "
+          f"accuracy {done['test_accuracy']:.4f}")
 
 
 def free_port():

@@ -155,10 +155,10 @@ TEST(Trainer, ResumingWithAnotherBatchSizeIsACheckpointError) {
   }
 }
 
-// An elastic restart: 3 ranks checkpoint after 3 steps (72 of epoch 0's 200 samples, batch 8
-// per rank), and 2 ranks go on from there. Only with elastic; the epoch's other 128
-// samples make 8 steps of 16, and epoch 1 has 200 / 16 = 12, so 20 steps end the two epochs.
-TEST(Trainer, ResumesOnFewerRanksFromTheFirstSampleTheOthersHadNotTaken) {
+// An elastic restart: `before` ranks take 3 steps of two epochs of 200 samples (batch 8 per
+// rank) and checkpoint; `after` ranks resume from it with WorldChange::elastic (without it,
+// the checkpoint is refused) and finish the epochs. Each rank's outcome.
+std::vector<RankOutcome> resumed_on(int before, int after) {
   TempDir dir;
   auto data = synthetic_images(200);
   auto config = config_for("mlp", "sgd", 8, 0);
@@ -166,46 +166,36 @@ TEST(Trainer, ResumesOnFewerRanksFromTheFirstSampleTheOthersHadNotTaken) {
   auto first = config;
   first.train.max_steps = 3;
   first.train.checkpoint_dir = dir.file("ckpt");
-  on_ranks(3, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
-  EXPECT_THROW(on_ranks(2,
+  on_ranks(before, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
+  EXPECT_THROW(on_ranks(after,
                         [&](comm::Communicator& comm) {
                           return train_once(config, comm, data, dir.file("ckpt"));
                         }),
                CheckpointError);
-  const auto resumed = on_ranks(2, [&](comm::Communicator& comm) {
+  return on_ranks(after, [&](comm::Communicator& comm) {
     Trainer trainer(config, comm, data);
     const ResumePoint from = trainer.resume(dir.file("ckpt"), WorldChange::elastic);
-    EXPECT_EQ(from.saved_world_size, 3);
+    EXPECT_EQ(from.saved_world_size, before);
     EXPECT_EQ(from.global_step, 3);
     RankOutcome o;
     o.result = trainer.run();
     return o;
   });
+}
+
+// 3 ranks took 72 of epoch 0's samples; the other 128 make 8 steps of 16 on 2 ranks, and epoch
+// 1 has 200 / 16 = 12, so 20 steps end the two epochs.
+TEST(Trainer, ResumesOnFewerRanksFromTheFirstSampleTheOthersHadNotTaken) {
+  const auto resumed = resumed_on(3, 2);
   EXPECT_EQ(resumed[0].result.steps, 20);
   EXPECT_EQ(resumed[0].result.global_step, 23);
 }
 
-// The world grows: 2 ranks checkpoint after 3 steps (48 of epoch 0's 200 samples), and 3 go
-// on: the epoch's other 152 make 6 steps of 24 (8 dropped), and epoch 1 has 200 / 24 = 8, so
-// 14 steps end the two epochs. Rank 2, new to the run, saved nothing and starts from its own
-// seed.
+// The world grows: 2 ranks took 48 of epoch 0's samples; the other 152 make 6 steps of 24 on
+// 3 ranks (8 dropped), and epoch 1 has 200 / 24 = 8, so 14 steps end the two epochs. Rank 2,
+// new to the run, saved nothing and starts from its own seed.
 TEST(Trainer, ResumesOnMoreRanksFromTheFirstSampleTheOthersHadNotTaken) {
-  TempDir dir;
-  auto data = synthetic_images(200);
-  auto config = config_for("mlp", "sgd", 8, 0);
-  config.train.epochs = 2;
-  auto first = config;
-  first.train.max_steps = 3;
-  first.train.checkpoint_dir = dir.file("ckpt");
-  on_ranks(2, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
-  const auto grown = on_ranks(3, [&](comm::Communicator& comm) {
-    Trainer trainer(config, comm, data);
-    const ResumePoint from = trainer.resume(dir.file("ckpt"), WorldChange::elastic);
-    EXPECT_EQ(from.saved_world_size, 2);
-    RankOutcome o;
-    o.result = trainer.run();
-    return o;
-  });
+  const auto grown = resumed_on(2, 3);
   EXPECT_EQ(grown[0].result.steps, 14);
   EXPECT_EQ(grown[0].result.global_step, 17);
   EXPECT_EQ(grown[2].result.param_checksum, grown[0].result.param_checksum);
