@@ -36,7 +36,7 @@ set(DISTML_TESTS_ON_EVERY_CORE
     "^unit\\.HostsByRanks/HierarchicalAllreduce$"
     "^unit\\.WorldSizes/LocalCollectives$")
 set(DISTML_TESTS_AGAINST_A_DEADLINE
-    "^ops\\.restart\\.(never-joins|host-lost|elastic|stall\\.)"
+    "^ops\\.restart\\.(never-joins|host-lost|stall\\.)"
     "^cli\\.SignalReachesEveryRank\\."
     "^cli\\.train\\.PipelineStall"
     "^cli\\.NetnsClusterRunsAcrossHostsAndCleansUp$"

@@ -117,8 +117,8 @@ TEST(ExpandHostlist, ExpandsRangesListsPaddingAndProducts) {
 }
 
 TEST(ExpandHostlist, MalformedListsAreUsageErrorsNamingTheList) {
-  for (const char* bad :
-       {"n[1-3", "n1-3]", "n[3-1]", "n[a-b]", "n[[1]]", "n[1-]", "n[1-99999999]"}) {
+  for (const char* bad : {"n[1-3", "n1-3]", "n[3-1]", "n[a-b]", "n[[1]]", "n[1-]", "n[1-99999999]",
+                          "n[]", "n[1-9000]x[1-9000][]"}) {
     try {
       expand_hostlist(bad);
       ADD_FAILURE() << bad << ": no error";

@@ -248,7 +248,7 @@ int launch_netns_gloo(const LaunchOptions& o, const NetnsCluster& cluster, int r
     world = elastic.world();
     const int np = ElasticHosts::ranks(world);
     if (np < std::max(o.min_np, 1))
-      throw UsageError(cat("the hosts available (", o.host_discovery, ") hold ", np,
+      throw UsageError(cat("the host discovery script ", o.host_discovery, " lists hosts of ", np,
                            " ranks, fewer than --min-np ", o.min_np));
     const std::string master = cluster.address(index_of(world.front().host));
     const std::string port = std::to_string(29500 + starts++);

@@ -23,6 +23,17 @@ double number(const nlohmann::json& e, const char* key, const std::string& sourc
   return it->get<double>();
 }
 
+// An event's whole-number field (pid, tid), 0 where absent: a float there would convert with
+// undefined behaviour.
+long long whole(const nlohmann::json& e, const char* key, const std::string& source, size_t i) {
+  const auto it = e.find(key);
+  if (it == e.end()) return 0;
+  if (!it->is_number_integer())
+    throw DataError(
+        cat(source, ": traceEvents[", i, "] needs a whole number \"", key, "\", got ", it->dump()));
+  return it->get<long long>();
+}
+
 // Self time of each span of one thread, added to `seconds` by name: a span opened inside
 // another (starting before it ends) is its child, and the child's time within the parent is
 // taken off the parent.
@@ -52,12 +63,12 @@ std::vector<RankSeconds> rank_breakdown(const nlohmann::json& trace, const std::
     const auto& e = events[i];
     if (!e.is_object()) throw DataError(cat(source, ": traceEvents[", i, "] is not an object"));
     const std::string ph = e.value("ph", "");
-    const int pid = e.value("pid", 0);
+    const int pid = static_cast<int>(whole(e, "pid", source, i));
     if (ph == "M" && e.value("name", "") == "process_name" && e.contains("args"))
       rank_names[pid] = e["args"].value("name", "");
     if (ph != "X") continue;
     const double ts = number(e, "ts", source, i), dur = number(e, "dur", source, i);
-    threads[{pid, e.value("tid", 0LL)}].push_back({ts, ts + dur, e.value("name", "?")});
+    threads[{pid, whole(e, "tid", source, i)}].push_back({ts, ts + dur, e.value("name", "?")});
   }
   std::map<int, std::map<std::string, double>> by_rank;
   for (auto& [thread, spans] : threads) add_self_times(std::move(spans), by_rank[thread.first]);

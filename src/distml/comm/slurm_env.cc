@@ -85,6 +85,10 @@ std::vector<std::string> bracket_values(std::string_view list, std::string_view 
       values.push_back(std::move(number));
     }
   }
+  // An empty group names no host: it would multiply the work of the groups around it with
+  // nothing to show for it (the size checks below count hosts named).
+  if (values.empty())
+    throw UsageError(cat("Slurm host list '", list, "': brackets [", ranges, "] name no host"));
   return values;
 }
 
