@@ -190,7 +190,7 @@ RunRecord read_run_dir(const std::string& dir) {
   const fs::path done = root / kRunDoneFile;
   if (fs::exists(done, ec)) {
     run.done = parse_json_file(done);
-    if (!run.done.is_object() || run.done.value("event", "") != "done")
+    if (!run.done.is_object() || !run.done.contains("event") || run.done["event"] != "done")
       throw DataError(cat(done.string(), ": expected the done line, {\"event\": \"done\", ...}"));
   }
   double offset = 0;
