@@ -74,7 +74,7 @@ FUZZ_SECONDS ?= 60
 fuzz: setup $(BUILD)/build.ninja
 	@ninja -C $(BUILD) distml_comm distml_nn
 	bash fuzz/build.sh $(BUILD)/fuzz $(BUILD)
-	@fail=0; for t in $$(cat fuzz/targets.txt); do \
+	@fail=0; for t in $$(cat fuzz/targets.txt fuzz/targets_make_fuzz.txt); do \
 	  bash fuzz/run.sh $(BUILD)/fuzz $$t $(FUZZ_SECONDS) || fail=1; done; exit $$fail
 
 data: setup-run
