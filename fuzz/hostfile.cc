@@ -1,7 +1,8 @@
-// Fuzzes the host lists distml launch reads: a hostfile (cli/hostfile.cc), whose first host is
-// where the gloo ranks meet, and a host discovery script's output (cli/host_discovery.cc). The
-// first host is one word without a comment in it; the discovered hosts are distinct words
-// with slots unset (0) or at least 1. Anything else is refused with a UsageError.
+// Fuzzes the host lists distml launch reads: a hostfile (cli/hostfile.cc), where the gloo
+// engine's ranks start and whose first host is where they meet, and a host discovery script's
+// output (cli/host_discovery.cc). A hostfile's hosts are distinct words without a comment in
+// them, each with 1 to 1,000,000 slots; the discovered hosts are distinct words with slots unset
+// (0) or at least 1. Anything else is refused with a UsageError.
 #include "hostfile.h"
 
 #include <cstdint>
@@ -16,8 +17,11 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   static distml::fuzz::FuzzFile file;
   try {
-    const std::string host = distml::cli::first_host(file.write(data, size));
-    if (host.empty() || host.find_first_of(" \t\n\r\v\f#") != std::string::npos) std::abort();
+    std::set<std::string> seen;
+    for (const auto& h : distml::cli::read_hostfile(file.write(data, size))) {
+      if (h.host.empty() || h.host.find_first_of(" \t\n\r\v\f#") != std::string::npos) std::abort();
+      if (h.slots < 1 || h.slots > 1'000'000 || !seen.insert(h.host).second) std::abort();
+    }
   } catch (const distml::UsageError&) {
   }
   try {

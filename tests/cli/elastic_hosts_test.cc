@@ -7,6 +7,7 @@
 #include "../data/temp_dir.h"
 #include "distml/core/error.h"
 #include "host_discovery.h"
+#include "hostfile.h"
 
 namespace distml::cli {
 namespace {
@@ -85,6 +86,42 @@ TEST(ElasticHosts, ALostHostJoinsAgainWhenTheScriptListsIt) {
   dir.write("hosts", "h7\n");
   EXPECT_THROW(elastic.world(), UsageError);  // not one of the job's hosts
   EXPECT_EQ(elastic.joining({}), "");         // while the job runs: reported, and it goes on
+}
+
+TEST(ElasticHosts, OnRealMachinesTheScriptMayListHostsTheJobWasNotGiven) {
+  TempDir dir;
+  const auto list = dir.write("hosts", "n9:2\nh0\nn8\n");
+  const auto discovery = script(dir, "discover.sh", "cat " + list + "\n");
+  ElasticHosts elastic({{"h0", 2}}, discovery, 0, /*other_hosts=*/true);
+  // The job's own hosts first, then the others in the script's order, one rank unless it says.
+  auto world = elastic.world();
+  EXPECT_EQ(names(world), "h0:2,n9:2,n8:1");
+  elastic.lost("n9");
+  world = elastic.world();
+  EXPECT_EQ(names(world), "h0:2,n8:1");
+  EXPECT_EQ(elastic.joining(world), "n9");
+}
+
+TEST(Hostfile, ReadsHostsAndSlotsAddingAHostNamedTwice) {
+  TempDir dir;
+  const auto file = dir.write("hosts", "# cluster\nn1 slots=2 max_slots=4\n\nn2  # one slot\nn1\n");
+  EXPECT_EQ(names(read_hostfile(file)), "n1:3,n2:1");
+}
+
+TEST(Hostfile, RefusesWhatIsNotAHostLineNamingTheLine) {
+  TempDir dir;
+  const auto refused = [&](const std::string& text, const std::string& says) {
+    try {
+      read_hostfile(dir.write("hosts", text));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const UsageError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  refused("n1\nn2 slot=2\n", "hosts:2: 'slot=2': expected slots=N");
+  refused("n1 slots=0\n", "hosts:1: '0' is not a count >= 1");
+  refused("# none\n\n", "names no host");
+  EXPECT_THROW(read_hostfile(dir.file("missing")), UsageError);
 }
 
 }  // namespace

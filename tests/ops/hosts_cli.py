@@ -1,15 +1,22 @@
-"""Hosts lost and joined, on emulated hosts (network namespaces; exit 77, skipped, where they
-cannot be made). Usage: hosts_cli.py DISTML SCENARIO:
-  elastic    2 emulated hosts of 1 gloo rank (network namespaces), --min-np 1, --max-np 2 and
-             a host discovery script: host 1 is lost (its rank killed, the script no longer
-             lists it) after the first checkpoint, and the job goes on on host 0; then the
-             script lists host 1 again and it joins at a checkpoint. The job ends with exit 0
-             on 2 ranks at the step where its 8 epochs end given where the world changed
-             (each epoch's samples once). Exit 77 (skipped) where namespaces cannot be made
-  host-lost  2 emulated hosts (network namespaces) of 1 rank; host 1's link goes down while
-             training: the job must end (exit non-zero) within train.timeout_s + 10 s
-             and leave no namespace or process behind. Exit 77 (skipped) where namespaces
-             cannot be made"""
+"""Hosts lost and joined. Usage: hosts_cli.py DISTML SCENARIO:
+  elastic.netns  3 emulated hosts of 1 gloo rank (network namespaces), --min-np 1, --max-np 2
+                 and a host discovery script listing h0 and h1: host h1 is lost (its rank
+                 killed, the script no longer lists it) after the first checkpoint, and the job
+                 goes on on h0; then the script lists h2, which joins at a checkpoint. The job
+                 ends with exit 0 on h0 and h2 at the step where its 8 epochs end given where the
+                 world changed (each epoch's samples once). Exit 77 (skipped) where namespaces
+                 cannot be made
+  elastic.rsh    the same on "real" hosts 127.0.0.1, .2 and .3 (--hosts, started through
+                 --rsh tests/ops/local_rsh.sh, a stand-in for ssh that runs the command here in
+                 a session of its own): distml launch starts the ranks without mpirun, carries
+                 their folder and environment in the remote command line and gives its order to
+                 checkpoint on their standard input
+  orphans.rsh    2 such "real" hosts; the launcher SIGKILLed: no rank is left 5 s later (a
+                 remote rank's parent lives on; it ends because its orders' channel closed)
+  host-lost      2 emulated hosts (network namespaces) of 1 rank; host 1's link goes down while
+                 training: the job must end (exit non-zero) within train.timeout_s + 10 s
+                 and leave no namespace or process behind. Exit 77 (skipped) where namespaces
+                 cannot be made"""
 import os
 import re
 import signal
@@ -19,7 +26,8 @@ import tempfile
 import threading
 import time
 
-from restart_cli import (HERE, done_line, epochs_of_csv, rank_process, write_config,
+from restart_cli import (HERE, done_line, epochs_of_csv, free_port,
+                         kill_launcher_leaves_no_rank, rank_process, write_config,
                          written_checkpoints)
 
 
@@ -88,25 +96,33 @@ def final_step(samples, batch, epochs, phases):
     return step
 
 
-def elastic(distml, d, cfg):
-    need_namespaces()
+def elastic(distml, d, cfg, way):
+    """See the module's doc: hosts A, B -> A (B lost) -> A, C (C joins)."""
+    if way == "netns":
+        need_namespaces()
+        a, b, c = "h0", "h1", "h2"
+        reach = ["--netns-cluster", "3x1"]
+    else:
+        a, b, c = "127.0.0.1", "127.0.0.2", "127.0.0.3"
+        reach = ["--hosts", f"{a}:1,{b}:1", "--rsh", f"sh {HERE}/local_rsh.sh"]
+    env = loopback_port() if way == "rsh" else None
     hosts, discover = f"{d}/hosts", f"{d}/discover.sh"
     with open(hosts, "w") as f:
-        f.write("h0\nh1\n")
+        f.write(f"{a}\n{b}\n")
     with open(discover, "w") as f:
         f.write(f"#!/bin/sh\ncat {hosts}\n")
     os.chmod(discover, 0o755)
     batch, samples, epochs = 32, 4000, 8
-    # Host 1 comes back while host 0 trains alone: seconds (a restart's back-off of 1 s, the
+    # Host C joins while host A trains alone: seconds (a restart's back-off of 1 s, the
     # start, the discovery script's next turn within 2 s, the ranks' next check within 0.5 s;
     # 4.4 s in a full make test, 6.6 s beside two fuzzers). Rank 0 made 20 times slower (about
     # 10 ms a step here) takes its 8 epochs alone (1000 steps) in about 10 s.
     slow = ["--set", "train.slow_rank=0", "--set", "train.slow_factor=20"]
-    job = subprocess.Popen([distml, "launch", "--netns-cluster", "2x1", "--engine", "gloo",
+    job = subprocess.Popen([distml, "launch", *reach, "--engine", "gloo",
                             "--min-np", "1", "--max-np", "2", "--host-discovery", discover,
                             "--max-restarts", "2", "--", distml, *epochs_of_csv(d, cfg, epochs),
                             *slow],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     err, seen_at = [], []  # stderr's lines, and when each came
 
     def read():
@@ -135,14 +151,15 @@ def elastic(distml, d, cfg):
     if victim is None:
         job.kill()
         sys.exit("FAIL: no checkpoint appeared, or rank 1 was not found, within 120 s")
-    with open(hosts, "w") as f:  # host 1 is lost: its rank dies, discovery no longer lists it
-        f.write("h0\n")
+    with open(hosts, "w") as f:  # host B is lost: its rank dies, discovery no longer lists it
+        f.write(f"{a}\n")
     os.kill(victim, signal.SIGKILL)
     lost_at = time.time()
-    wait_for("continuing with 1 ranks", "a restart on host 0 alone")
-    with open(hosts, "w") as f:  # host 1 is back
-        f.write("h0\nh1\n")
-    back_at = time.time()
+    # C is listed once A trains alone: listed sooner, it would take B's place at the restart.
+    wait_for(f"1 ranks on {a}:1", f"a restart on host {a} alone")
+    with open(hosts, "w") as f:  # host C is available
+        f.write(f"{a}\n{c}\n")
+    listed_at = time.time()
     out = job.stdout.read()  # not communicate(): the reader takes stderr
     job.wait(timeout=300)
     reader.join()
@@ -154,27 +171,44 @@ def elastic(distml, d, cfg):
     done = done_line(subprocess.CompletedProcess([], 0, out, text))
     resumes = [(int(m.group(1)), int(m.group(2))) for m in re.finditer(
         r"resuming from \S+ at step (\d+) on (\d+) ranks", text)]
-    if "host h1 is available" not in text or [w for _, w in resumes] != [1, 2] or done["np"] != 2:
-        sys.exit(f"FAIL: expected 2 hosts -> 1 -> 2 (resumes {resumes}, np {done['np']}):\n"
-                 f"{text[-3000:]}")
+    worlds = re.findall(r"distml launch: \d+ ranks on (.*)", text)
+    if (f"host {c} is available" not in text or [w for _, w in resumes] != [1, 2]
+            or done["np"] != 2 or worlds != [f"{a}:1, {b}:1", f"{a}:1", f"{a}:1, {c}:1"]):
+        sys.exit(f"FAIL: expected hosts {a}, {b} -> {a} -> {a}, {c} (worlds {worlds}, resumes "
+                 f"{resumes}, np {done['np']}):\n{text[-3000:]}")
     expected = final_step(samples, batch, epochs, [(0, 2), *resumes])
     if done["global_step"] != expected:
         sys.exit(f"FAIL: resumed at {resumes}: expected the {epochs} epochs to end at step "
                  f"{expected}, not {done['global_step']}:\n{text[-3000:]}")
-    print(f"ok: 2 hosts, host 1 lost, resumed at step {resumes[0][0]} on 1 rank (training "
-          f"again {first('on 1 ranks (it was') - lost_at:.1f} s after the loss), host 1 back: "
-          f"resumed at step {resumes[1][0]} on 2 ranks {first('on 2 ranks (it was') - back_at:.1f}"
-          f" s after it was listed again; the {epochs} epochs ended at step {expected}, test "
-          f"accuracy {done['test_accuracy']:.4f}")
+    print(f"ok ({way}): hosts {a}, {b}; {b} lost, resumed at step {resumes[0][0]} on {a} "
+          f"(training again {first('on 1 ranks (it was') - lost_at:.1f} s after the loss); {c} "
+          f"listed: resumed at step {resumes[1][0]} on {a}, {c} "
+          f"{first('on 2 ranks (it was') - listed_at:.1f} s after; the {epochs} epochs ended at "
+          f"step {expected}, test accuracy {done['test_accuracy']:.4f}")
+
+
+def loopback_port():
+    """The environment with a MASTER_PORT of its own: the "hosts" of the rsh cases are this
+    machine's, where two cases run at once would otherwise both meet at 29500."""
+    return {**os.environ, "MASTER_PORT": str(free_port())}
+
+
+def orphans_rsh(distml, d, cfg):
+    kill_launcher_leaves_no_rank(
+        [distml, "launch", "--engine", "gloo", "--hosts", "127.0.0.1:1,127.0.0.2:1", "--rsh",
+         f"sh {HERE}/local_rsh.sh", "--", distml, "train", "--config", cfg], cfg,
+        loopback_port())
 
 
 def main():
-    distml, scenario = sys.argv[1], sys.argv[2]
+    distml, scenario = sys.argv[1], sys.argv[2:]
     with tempfile.TemporaryDirectory() as d:
-        if scenario == "host-lost":
+        if scenario == ["host-lost"]:
             host_lost(distml, d)
+        elif scenario[0] == "elastic":
+            elastic(distml, d, write_config(d), scenario[1])
         else:
-            elastic(distml, d, write_config(d))
+            orphans_rsh(distml, d, write_config(d))
 
 
 if __name__ == "__main__":

@@ -321,10 +321,17 @@ def owned(distml, d, cfg):
 
 
 def orphans(distml, d, cfg, engine):
-    job = subprocess.Popen([distml, "train", "--config", cfg, "--engine", engine, "--np", "2",
-                            "--json", "--set", "train.max_steps=1000000", "--set",
+    kill_launcher_leaves_no_rank(
+        [distml, "train", "--config", cfg, "--engine", engine, "--np", "2"], cfg)
+
+
+def kill_launcher_leaves_no_rank(command, cfg, env=None):
+    """Runs `command` (a launcher of 2 ranks of `distml train --config cfg`, to which it adds
+    the settings of a long run) in `env`, SIGKILLs it once they train, and fails unless no
+    process of the run is left 5 s later."""
+    job = subprocess.Popen([*command, "--json", "--set", "train.max_steps=1000000", "--set",
                             "train.log_every=20"], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL, text=True)
+                           stderr=subprocess.DEVNULL, text=True, env=env)
     job.stdout.readline()  # the first step line: the ranks are training
     ranks = [rank_process(job.pid, r) for r in (0, 1)]
     if None in ranks:

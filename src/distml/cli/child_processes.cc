@@ -12,12 +12,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <string>
 #include <thread>
 
 #include "distml/core/error.h"
 #include "distml/core/preemption.h"
+#include "launcher_orders.h"
 
 namespace distml::cli {
 namespace {
@@ -46,6 +46,7 @@ void on_signal(int sig) {
 struct Child {
   pid_t pid = -1;
   int out = -1, err = -1;  // pipes when prefixing output
+  int orders = -1;         // the write end of its standard input, with ChildSpec::orders_on_stdin
   std::string out_buf, err_buf;
   std::string err_tail;  // the end of its stderr, when kept
   bool running = true;
@@ -73,6 +74,13 @@ void flush_lines(std::string& buf, int fd, int rank, bool all) {
   }
 }
 
+// Closes a child's orders: a rank that takes them ends when they close, where a signal to the
+// remote shell that started it would not reach it (cli/launcher_orders.h).
+void stop_orders(Child& c) {
+  if (c.orders >= 0) ::close(c.orders);
+  c.orders = -1;
+}
+
 int exit_code_of(int status) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
@@ -86,17 +94,6 @@ std::string ending_of(int status) {
   return cat("exited with code ", exit_code_of(status));
 }
 
-// Whether process `pid` has a handler for `sig` (the SigCgt mask of /proc/PID/status): a rank
-// asked to checkpoint and stop before it installed its own would be killed by the default
-// action instead.
-bool catches(pid_t pid, int sig) {
-  std::ifstream status(cat("/proc/", pid, "/status"));
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("SigCgt:", 0) == 0)
-      return (std::stoull(line.substr(7), nullptr, 16) >> (sig - 1)) & 1;
-  return false;
-}
-
 }  // namespace
 
 JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr,
@@ -108,14 +105,18 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
   sigset_t none;
   sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a signal held while the cluster was built
+  ::signal(SIGPIPE, SIG_IGN);  // an order to a rank that has ended is an error, not the end
 
   const bool piped = prefix_output || keep_stderr;
   const int count = static_cast<int>(specs.size());
   std::vector<Child> children(count);
   const pid_t launcher = ::getpid();
   for (int r = 0; r < count; ++r) {
-    int out[2], err[2];
+    int out[2], err[2], orders[2];
     if (piped && (::pipe(out) != 0 || ::pipe(err) != 0)) throw Error("distml launch: pipe failed");
+    // Close-on-exec: no other child may hold a rank's orders open after the launcher is gone.
+    if (specs[r].orders_on_stdin && ::pipe2(orders, O_CLOEXEC) != 0)
+      throw Error("distml launch: pipe failed");
     pid_t pid = ::fork();
     if (pid < 0) throw Error("distml launch: fork failed");
     if (pid == 0) {
@@ -130,10 +131,16 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         ::dup2(err[1], 2);
         ::close(out[0]), ::close(err[0]), ::close(out[1]), ::close(err[1]);
       }
+      if (specs[r].orders_on_stdin) ::dup2(orders[0], 0);
+      ::signal(SIGPIPE, SIG_DFL);
       for (const auto& [name, value] : specs[r].env) ::setenv(name.c_str(), value.c_str(), 1);
       exec(specs[r].argv);
     }
     children[r].pid = pid;
+    if (specs[r].orders_on_stdin) {
+      ::close(orders[0]);
+      children[r].orders = orders[1];
+    }
     if (piped) {
       ::close(out[1]), ::close(err[1]);
       children[r].out = out[0];
@@ -144,6 +151,7 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
   JobEnd end;
   bool cause_killed = false;  // end.cause is a signal from outside the launcher
   auto deadline_kill = std::chrono::steady_clock::time_point::max();
+  auto stop_others_at = std::chrono::steady_clock::time_point::max();  // after a failure
   int running = count;
   // Until every child has ended and every pipe is drained (the last words name the cause).
   auto open_pipes = [&] {
@@ -159,12 +167,11 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
       for (int fd : {c.out, c.err})
         if (fd >= 0) fds.push_back({fd, POLLIN, 0});
     ::poll(fds.data(), fds.size(), 100);
-    if (watch && !end.asked_to_stop && end.code == 0 && running == count &&
-        std::all_of(children.begin(), children.end(),
-                    [](const Child& c) { return catches(c.pid, SIGUSR1); }) &&
-        watch()) {
+    if (watch && !end.asked_to_stop && end.code == 0 && running == count && watch()) {
       end.asked_to_stop = true;
-      for (const auto& c : children) ::kill(c.pid, SIGUSR1);
+      for (const auto& c : children)
+        if (c.orders >= 0) [[maybe_unused]]
+          auto n = ::write(c.orders, kCheckpointOrder.data(), kCheckpointOrder.size());
     }
     if (fds[0].revents & POLLIN) {
       unsigned char sig;
@@ -225,8 +232,11 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         // that is the cause already (stopped after reporting the failure) stays it, however it
         // then ends: mpirun may crash on our signal.
         const int index = static_cast<int>(&c - children.data());
-        const bool killed = WIFSIGNALED(status) &&
-                            !(c.stopped && WTERMSIG(status) == (c.killed ? SIGKILL : SIGTERM));
+        // A remote shell reports its command's death by a signal as an exit code above 128
+        // (a shell's 128 + n, ssh's 255).
+        const bool killed = (WIFSIGNALED(status) &&
+                             !(c.stopped && WTERMSIG(status) == (c.killed ? SIGKILL : SIGTERM))) ||
+                            (WIFEXITED(status) && code > 128 && !c.stopped);
         if (code != 0 && (end.code == 0 || (killed && !cause_killed && end.failed != index))) {
           const bool first = end.code == 0;
           end.code = code;
@@ -243,17 +253,27 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
                              : "distml launch: %s, the cause of the failure above\n",
                        end.cause.c_str());
           if (!first) continue;
-          // One rank failed: stop the rest, politely first. SIGCONT lets a stopped process
-          // (SIGSTOP, a debugger's) take the SIGTERM now rather than at the SIGKILL.
-          for (auto& other : children)
-            if (other.running) {
-              ::kill(other.pid, SIGTERM);
-              ::kill(other.pid, SIGCONT);
-              other.stopped = true;
-            }
-          deadline_kill = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+          // A rank that exited with an error may have lost a peer whose end has not reached
+          // the launcher yet (a remote shell reports it a moment later): for a second, a
+          // process that ends killed takes the cause over.
+          stop_others_at = std::chrono::steady_clock::now() +
+                           (killed ? std::chrono::seconds(0) : std::chrono::seconds(1));
         }
       }
+    }
+    if (std::chrono::steady_clock::now() >= stop_others_at) {
+      // One rank failed: stop the rest, politely first. SIGCONT lets a stopped process
+      // (SIGSTOP, a debugger's) take the SIGTERM now rather than at the SIGKILL.
+      for (auto& other : children)
+        if (other.running && !other.stopped) {
+          ::kill(other.pid, SIGTERM);
+          ::kill(other.pid, SIGCONT);
+          stop_orders(other);
+          other.stopped = true;
+        }
+      stop_others_at = std::chrono::steady_clock::time_point::max();
+      deadline_kill =
+          std::min(deadline_kill, std::chrono::steady_clock::now() + std::chrono::seconds(5));
     }
     for (auto& c : children)
       if (c.running && !c.stopped && std::chrono::steady_clock::now() > c.teardown_by) {
@@ -281,11 +301,12 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         if (c.running && !c.killed) {
           ::kill(-c.pid, SIGKILL);  // its group: what it started too
           ::kill(c.pid, SIGKILL);
+          stop_orders(c);
           c.stopped = c.killed = true;  // the launcher's kill: not the cause of a failure
         }
   }
   for (auto& c : children) {
-    for (int fd : {c.out, c.err})
+    for (int fd : {c.out, c.err, c.orders})
       if (fd >= 0) ::close(fd);
     end.stderr_tail += c.err_tail;
   }

@@ -15,13 +15,13 @@ namespace distml::cli {
 
 /// How a job's processes ended.
 struct JobEnd {
-  int code = 0;              // the first failing process's exit code, or 0
-  int failed = -1;           // its index
-  std::string cause;         // "rank 1 was killed by signal 9 (Killed)"
-  bool interrupted = false;  // a signal from outside was passed on to the processes
-  bool preempted = false;    // ... one that a rank of distml train takes as a preemption
+  int code = 0;                // the first failing process's exit code, or 0
+  int failed = -1;             // its index
+  std::string cause;           // "rank 1 was killed by signal 9 (Killed)"
+  bool interrupted = false;    // a signal from outside was passed on to the processes
+  bool preempted = false;      // ... one that a rank of distml train takes as a preemption
   bool asked_to_stop = false;  // the launcher's Watch asked them to checkpoint and stop
-  std::string stderr_tail;   // with keep_stderr: the end of what they wrote to stderr
+  std::string stderr_tail;     // with keep_stderr: the end of what they wrote to stderr
 };
 
 /// How long a process that reported its job's failure may take to end before it is stopped
@@ -38,11 +38,14 @@ struct ChildSpec {
   // mpirun ends the job on SIGTERM, killing the ranks a moment later, but passes SIGUSR1 on:
   // sent that instead, so that distml's ranks can checkpoint (core/preemption.h).
   bool preempt_with_usr1 = false;
+  // Its standard input is a pipe for the launcher's orders (cli/launcher_orders.h), which the
+  // launcher holds open while it runs.
+  bool orders_on_stdin = false;
 };
 
-/// Called about every 100 ms while the processes run, once all of them catch SIGUSR1: true asks
-/// them, once, to checkpoint and stop (SIGUSR1, a preemption to distml's ranks:
-/// core/preemption.h), as the launcher does to take in a new host (JobEnd::asked_to_stop).
+/// Called about every 100 ms while the processes run: true asks them, once, to checkpoint and
+/// stop (the order kCheckpointOrder on their standard input: cli/launcher_orders.h), as the
+/// launcher does to take in a new host (JobEnd::asked_to_stop).
 using Watch = std::function<bool()>;
 
 /// Starts the processes, passes SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 on to them, and

@@ -8,24 +8,30 @@
 
 namespace distml::cli {
 
-ElasticHosts::ElasticHosts(std::vector<HostSlots> hosts, std::string discovery, int max_np)
-    : hosts_(std::move(hosts)), discovery_(std::move(discovery)), max_np_(max_np) {}
+ElasticHosts::ElasticHosts(std::vector<HostSlots> hosts, std::string discovery, int max_np,
+                           bool other_hosts)
+    : hosts_(std::move(hosts)),
+      discovery_(std::move(discovery)),
+      max_np_(max_np),
+      other_hosts_(other_hosts) {}
 
 int ElasticHosts::ranks(const std::vector<HostSlots>& world) {
   return std::accumulate(world.begin(), world.end(), 0,
                          [](int n, const HostSlots& h) { return n + h.slots; });
 }
 
-// The discovery script's hosts (in the job's order, each with the slots the script gives, or
-// the host's own), or every host.
+// The discovery script's hosts (those the job was given in its order, each with the slots the
+// script gives or the host's own, then the others in the script's order), or every host.
 std::vector<HostSlots> ElasticHosts::available() const {
   if (discovery_.empty()) return hosts_;
   const auto listed = discover_hosts(discovery_);
-  std::vector<HostSlots> out;
+  std::vector<HostSlots> out, others;
   for (const auto& l : listed) {
     const auto known = std::find_if(hosts_.begin(), hosts_.end(),
                                     [&](const HostSlots& h) { return h.host == l.host; });
-    if (known == hosts_.end()) {
+    if (known == hosts_.end() && other_hosts_) {
+      others.push_back({l.host, l.slots > 0 ? l.slots : 1});
+    } else if (known == hosts_.end()) {
       std::string names;
       for (const auto& h : hosts_) names += (names.empty() ? "" : ", ") + h.host;
       throw UsageError(cat("host discovery script ", discovery_, " lists host '", l.host,
@@ -37,6 +43,7 @@ std::vector<HostSlots> ElasticHosts::available() const {
                                 [&](const HostSlots& x) { return x.host == h.host; });
     if (l != listed.end()) out.push_back({h.host, l->slots > 0 ? l->slots : h.slots});
   }
+  out.insert(out.end(), others.begin(), others.end());
   return out;
 }
 

@@ -25,7 +25,9 @@
 #include "distml/core/run_id.h"
 #include "elastic_hosts.h"
 #include "hostfile.h"
+#include "launcher_orders.h"
 #include "netns_cluster.h"
+#include "remote_shell.h"
 #include "slurm.h"
 
 namespace distml::cli {
@@ -191,9 +193,8 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
   }
 }
 
-// mpirun's environment: run as root where we are root, and where the ranks of the gloo engine
-// meet (rank 0's host, a port).
-void prepare_mpirun_environment(const LaunchOptions& o, const std::string& master) {
+// mpirun's environment: run as root where we are root.
+void prepare_mpirun_environment() {
   if (!on_path("mpirun"))
     throw UsageError(
         "mpirun not found on PATH: install OpenMPI (Debian package openmpi-bin: apt-get install "
@@ -203,11 +204,7 @@ void prepare_mpirun_environment(const LaunchOptions& o, const std::string& maste
     ::setenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1", 1);
   }
   ::setenv(kLaunchedVar, "1", 1);
-  ::setenv(kEngineVar, o.engine.c_str(), 1);
-  if (o.engine == "gloo") {
-    ::setenv("MASTER_ADDR", master.c_str(), 0);
-    ::setenv("MASTER_PORT", "29500", 0);
-  }
+  ::setenv(kEngineVar, "mpi", 1);
 }
 
 int cores() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
@@ -225,44 +222,46 @@ JobEnd run_mpirun(const std::vector<std::string>& argv, bool across_hosts) {
   return end;
 }
 
-// gloo on the emulated hosts, without mpirun: each rank starts in its host's namespace, and
-// they meet at the TCPStore of the world's first host, on a fresh port at every start (the
-// last start's store may still hold its port). The world is the hosts' at each start
-// (elastic_hosts.h): with --min-np the host of a failed rank is left out; with
+// Where the ranks of a gloo job across hosts run: the address at which the other hosts reach
+// a host (the world's first is the rendezvous), and a rank's process placed on a host.
+struct HostAccess {
+  std::function<std::string(const std::string& host)> address;
+  std::function<ChildSpec(const std::string& host, ChildSpec rank)> place;
+};
+
+// gloo across hosts, without mpirun: distml launch starts each rank on its host itself
+// (`access`), and they meet at the TCPStore of the world's first host, on a fresh port at every
+// start (the last start's store may still hold its port). The world is the hosts' at each
+// start (elastic_hosts.h): with --min-np the host of a failed rank is left out; with
 // --host-discovery a host the script lists that the job lacks joins it at a checkpoint: every
-// 2 s the launcher asks the script, and on a new host it asks the ranks to checkpoint and stop,
-// as a preemption does, and starts them again on the larger world.
-int launch_netns_gloo(const LaunchOptions& o, const NetnsCluster& cluster, int ranks_per_host) {
-  std::vector<HostSlots> hosts;
-  for (int h = 0; h < cluster.hosts(); ++h) hosts.push_back({cluster.host_name(h), ranks_per_host});
-  ElasticHosts elastic(hosts, o.host_discovery, o.max_np);
-  const auto index_of = [&](const std::string& name) {
-    int h = 0;
-    while (cluster.host_name(h) != name) ++h;
-    return h;
-  };
+// 2 s the launcher asks the script, and on a new host it orders the ranks to checkpoint and
+// stop, as a preemption does (launcher_orders.h), and starts them again on the larger world.
+int launch_gloo_on_hosts(const LaunchOptions& o, ElasticHosts& elastic, const HostAccess& access) {
   std::vector<HostSlots> world;  // the running start's
   std::vector<std::string> host_of_rank;
+  const char* base_port = std::getenv("MASTER_PORT");
   int starts = 0;
   const auto start = [&] {
     world = elastic.world();
     const int np = ElasticHosts::ranks(world);
     if (np < std::max(o.min_np, 1))
-      throw UsageError(cat("the host discovery script ", o.host_discovery, " lists hosts of ", np,
-                           " ranks, fewer than --min-np ", o.min_np));
-    const std::string master = cluster.address(index_of(world.front().host));
-    const std::string port = std::to_string(29500 + starts++);
+      throw UsageError(cat("the hosts available have ", np, " ranks, fewer than ",
+                           o.min_np > 0 ? cat("--min-np ", o.min_np) : std::string("one")));
+    const char* fixed_addr = std::getenv("MASTER_ADDR");
+    const std::string master = fixed_addr ? fixed_addr : access.address(world.front().host);
+    const std::string port = std::to_string((base_port ? std::atoi(base_port) : 29500) + starts++);
     std::vector<ChildSpec> specs;
     host_of_rank.clear();
     for (const auto& h : world)
       for (int local = 0; local < h.slots; ++local) {
         const int rank = static_cast<int>(specs.size());
         auto env = rank_environment(o, rank, local, np, master, port);
-        env.emplace_back("GLOO_SOCKET_IFNAME", NetnsCluster::kInterface);
-        specs.push_back({cluster.on_host(index_of(h.host), o.command),
-                         std::move(env),
-                         cat("rank ", rank, " on ", h.host),
-                         {}});
+        env.emplace_back(kOrdersVar, "stdin");
+        specs.push_back(access.place(h.host, {.argv = o.command,
+                                              .env = std::move(env),
+                                              .name = cat("rank ", rank, " on ", h.host),
+                                              .teardown_grace = {},
+                                              .orders_on_stdin = true}));
         host_of_rank.push_back(h.host);
       }
     std::string names;
@@ -289,8 +288,56 @@ int launch_netns_gloo(const LaunchOptions& o, const NetnsCluster& cluster, int r
   return supervise(o, start, shrink);
 }
 
+// The variables of distml launch that its ranks read, wherever they run.
+std::vector<const char*> launcher_variables() {
+  std::vector<const char*> names{kLaunchedVar, kEngineVar, kStdoutTtyVar};
+  for (const char* var : {kRestartsVar, kMaxRestartsVar, kMinNpVar, kRunIdVar, "MASTER_ADDR",
+                          "MASTER_PORT", "GLOO_SOCKET_IFNAME"})
+    if (std::getenv(var)) names.push_back(var);
+  return names;
+}
+
+// gloo on real hosts (--hosts, --hostfile, or a discovery script alone): the ranks of this
+// machine start here; the others through the remote shell --rsh, which carries the folder and
+// the environment (remote_shell.h). The first host's name must reach it from the others.
+int launch_gloo_across_hosts(const LaunchOptions& o) {
+  std::vector<HostSlots> hosts;
+  if (!o.hosts.empty()) {
+    std::string lines = o.hosts;
+    std::replace(lines.begin(), lines.end(), ',', '\n');
+    hosts = parse_host_list(lines, "--hosts");
+    for (auto& h : hosts) h.slots = std::max(h.slots, 1);
+  } else if (!o.hostfile.empty()) {
+    hosts = read_hostfile(o.hostfile);
+  }
+  if (o.np > 0) {  // the first np slots
+    int left = o.np;
+    for (auto& h : hosts) {
+      h.slots = std::min(h.slots, left);
+      left -= h.slots;
+    }
+    std::erase_if(hosts, [](const HostSlots& h) { return h.slots == 0; });
+    if (left > 0 && o.host_discovery.empty())
+      throw UsageError(cat("--np ", o.np, ": the hosts given have only ", o.np - left, " slots"));
+  }
+  ElasticHosts elastic(hosts, o.host_discovery, o.max_np, /*other_hosts=*/true);
+  const std::string dir = std::filesystem::current_path();
+  HostAccess access{[](const std::string& host) { return host; },
+                    [&](const std::string& host, ChildSpec rank) {
+                      if (is_this_host(host)) return rank;
+                      for (const char* var : launcher_variables())
+                        if (std::none_of(rank.env.begin(), rank.env.end(),
+                                         [&](const auto& kv) { return kv.first == var; }))
+                          rank.env.emplace_back(var, std::getenv(var));
+                      rank.argv = remote_command(o.rsh, host, dir, rank.env, rank.argv);
+                      rank.env.clear();
+                      return rank;
+                    }};
+  return launch_gloo_on_hosts(o, elastic, access);
+}
+
 // H hosts of R ranks in network namespaces (netns_cluster.h). gloo's ranks start in them
-// directly (launch_netns_gloo); for mpi, mpirun runs on the first host and reaches the others
+// directly (launch_gloo_on_hosts); for mpi, mpirun runs on the first host and reaches the others
 // through a remote-shell agent. The launcher waits for the job, then removes the cluster,
 // whether the job succeeded, failed or was interrupted.
 int launch_netns_cluster(LaunchOptions o) {
@@ -311,8 +358,25 @@ int launch_netns_cluster(LaunchOptions o) {
   std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
                shape.hosts, shape.ranks_per_host,
                shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
-  prepare_mpirun_environment(o, cluster.address(0));
-  if (o.engine == "gloo") return launch_netns_gloo(o, cluster, shape.ranks_per_host);
+  if (o.engine == "gloo") {
+    std::vector<HostSlots> hosts;
+    for (int h = 0; h < cluster.hosts(); ++h)
+      hosts.push_back({cluster.host_name(h), shape.ranks_per_host});
+    ElasticHosts elastic(hosts, o.host_discovery, o.max_np);
+    const auto index_of = [&](const std::string& name) {
+      int h = 0;
+      while (cluster.host_name(h) != name) ++h;
+      return h;
+    };
+    HostAccess access{[&](const std::string& host) { return cluster.address(index_of(host)); },
+                      [&](const std::string& host, ChildSpec rank) {
+                        rank.argv = cluster.on_host(index_of(host), rank.argv);
+                        rank.env.emplace_back("GLOO_SOCKET_IFNAME", NetnsCluster::kInterface);
+                        return rank;
+                      }};
+    return launch_gloo_on_hosts(o, elastic, access);
+  }
+  prepare_mpirun_environment();
   o.hostfile = cluster.mpi_hostfile();
   auto mpirun = mpirun_command(o, cores(), ::geteuid() == 0);
   mpirun.insert(mpirun.begin() + 1,
@@ -324,25 +388,32 @@ int launch_netns_cluster(LaunchOptions o) {
       [](const JobEnd&) { return 0; });
 }
 
-// Where a job's world can change: gloo only (mpi's world is fixed when it starts), on one
-// machine or on emulated hosts (across real hosts mpirun starts the ranks, and cannot start
-// them again elsewhere). It grows only where a discovery script can announce hosts.
+// Where a job's world can change: gloo only, whose ranks distml launch starts itself and which
+// meet afresh at every start (mpi's world is fixed when mpirun starts it). It grows where hosts
+// can join: across hosts with a discovery script.
 void check_elastic_options(const LaunchOptions& o) {
   if ((o.max_np > 0 || !o.host_discovery.empty()) && o.min_np == 0)
     throw UsageError(
         "--max-np and --host-discovery change the job's world: give --min-np too, the fewest "
         "ranks to go on with");
-  if (o.min_np == 0) return;
-  if (o.engine != "gloo" || !o.hosts.empty() || !o.hostfile.empty())
+  if (o.rsh != kDefaultRsh && o.engine != "gloo")
     throw UsageError(
-        "--min-np: a job's world changes on the gloo engine, on one machine or on "
-        "--netns-cluster (--engine gloo, without --hosts or --hostfile); mpi's world is fixed "
-        "when it starts");
-  if ((o.max_np > 0 || !o.host_discovery.empty()) && o.netns_cluster.empty())
-    throw UsageError("--max-np and --host-discovery: hosts join a job on --netns-cluster only");
+        "--rsh starts the gloo engine's ranks on other hosts; mpirun starts the mpi engine's "
+        "(set OMPI_MCA_plm_rsh_agent for its remote shell)");
+  if (o.min_np == 0) return;
+  if (o.engine != "gloo")
+    throw UsageError(
+        "--min-np: a job's world changes on the gloo engine, whose ranks meet afresh at every "
+        "start; mpi's world is fixed when mpirun starts it");
+  const bool one_machine =
+      o.hosts.empty() && o.hostfile.empty() && o.netns_cluster.empty() && o.host_discovery.empty();
+  if (o.max_np > 0 && one_machine)
+    throw UsageError(
+        "--max-np bounds a world that grows as hosts join: give --host-discovery (and --hosts, "
+        "--hostfile or --netns-cluster for the first hosts)");
   if (o.max_np > 0 && o.max_np < o.min_np)
     throw UsageError(cat("--max-np ", o.max_np, " is less than --min-np ", o.min_np));
-  if (o.netns_cluster.empty() && o.min_np > o.np)
+  if (one_machine && o.min_np > o.np)
     throw UsageError(cat("--min-np ", o.min_np, " is more than --np ", o.np));
 }
 
@@ -384,11 +455,7 @@ std::vector<std::string> mpirun_command(const LaunchOptions& o, int cores, bool 
   if (as_root)
     argv.insert(argv.end(),
                 {"-x", "OMPI_ALLOW_RUN_AS_ROOT", "-x", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"});
-  argv.insert(argv.end(), {"-x", kLaunchedVar, "-x", kEngineVar, "-x", kStdoutTtyVar});
-  for (const char* var : {kRestartsVar, kMaxRestartsVar, kMinNpVar, kRunIdVar})
-    if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});
-  for (const char* var : {"MASTER_ADDR", "MASTER_PORT", "GLOO_SOCKET_IFNAME"})
-    if (std::getenv(var)) argv.insert(argv.end(), {"-x", var});
+  for (const char* var : launcher_variables()) argv.insert(argv.end(), {"-x", var});
   if (o.prefix_output) argv.push_back("--tag-output");
   argv.insert(argv.end(), o.command.begin(), o.command.end());
   return argv;
@@ -420,18 +487,17 @@ int launch(const LaunchOptions& o) {
       throw UsageError("--max-restarts and --min-np: not inside a Slurm allocation yet");
     return launch_with_srun(o, slurm);
   }
+  // gloo across hosts: distml launch starts the ranks (no mpirun), and they meet at the first
+  // host's TCPStore.
+  if (o.engine == "gloo" && (!o.hosts.empty() || !o.hostfile.empty() || !o.host_discovery.empty()))
+    return launch_gloo_across_hosts(o);
   if (o.np < 1) throw UsageError(cat("--np/-n must be at least 1, got ", o.np));
-  // gloo on one machine: local processes; across hosts, mpirun starts them (the ranks read
-  // its rank variables) and they meet at the first host's TCPStore.
-  if (o.engine == "gloo" && o.hosts.empty() && o.hostfile.empty()) {
+  if (o.engine == "gloo") {  // on one machine: local processes
     int np = o.np;
     return supervise(
         o, [&] { return launch_local_processes(o, np); }, [&](const JobEnd&) { return --np; });
   }
-  std::string master = "127.0.0.1";
-  if (!o.hostfile.empty()) master = first_host(o.hostfile);
-  if (!o.hosts.empty()) master = split_list(o.hosts).front();
-  prepare_mpirun_environment(o, master.substr(0, master.find(':')));
+  prepare_mpirun_environment();
   const bool across_hosts = !o.hosts.empty() || !o.hostfile.empty();
   return supervise(
       o, [&] { return run_mpirun(mpirun_command(o, cores(), ::geteuid() == 0), across_hosts); },
@@ -449,11 +515,20 @@ void add_launch_command(CLI::App& app) {
                   "Number of ranks (with --netns-cluster: implied; inside a Slurm allocation: "
                   "SLURM_NTASKS by default, started with srun)");
   auto* hosts = sub->add_option("--hosts", o->hosts,
-                                "Hosts and slots, e.g. h1:2,h2:2; mpirun starts the ranks there");
-  sub->add_option("--hostfile", o->hostfile, "An OpenMPI hostfile (mpi and gloo)")->excludes(hosts);
+                                "Hosts and slots, e.g. h1:2,h2:2, filled in order: mpirun starts "
+                                "the mpi engine's ranks there, distml launch the gloo engine's "
+                                "(through --rsh)");
+  sub->add_option("--hostfile", o->hostfile,
+                  "An OpenMPI hostfile (a host per line, NAME [slots=N]), as --hosts")
+      ->excludes(hosts);
   sub->add_option("--engine", o->engine,
                   "mpi (default) or gloo; across hosts gloo's ranks meet at the first host's "
-                  "port MASTER_PORT (default 29500) on the interface GLOO_SOCKET_IFNAME");
+                  "port MASTER_PORT (default 29500, one more at each restart) on the interface "
+                  "GLOO_SOCKET_IFNAME");
+  sub->add_option("--rsh", o->rsh,
+                  "gloo across hosts: the remote shell that starts a rank on another host, run "
+                  "as RSH HOST 'cd DIR && exec env VARS COMMAND'; its standard input carries "
+                  "the launcher's orders (default: ssh -o BatchMode=yes)");
   sub->add_option("--netns-cluster", o->netns_cluster,
                   "HxR: run on H emulated hosts of R ranks each, in network namespaces on a "
                   "bridge (needs root); removed again when the job ends");
@@ -464,15 +539,15 @@ void add_launch_command(CLI::App& app) {
   sub->add_flag("--prefix-output", o->prefix_output, "Prefix each output line with its rank");
   add_restart_options(*sub, *o);
   sub->add_option("--max-np", o->max_np,
-                  "With --netns-cluster, --engine gloo and --min-np: a world that grows stays "
+                  "With --engine gloo, --min-np and --host-discovery: a world that grows stays "
                   "within N ranks")
       ->check(CLI::PositiveNumber);
   sub->add_option("--host-discovery", o->host_discovery,
-                  "With --netns-cluster, --engine gloo and --min-np: a script printing the hosts "
-                  "available, one per line (h1 or h1:SLOTS), run at each start and every 2 s; a "
-                  "host it lists that the job lacks joins at a checkpoint (the ranks checkpoint, "
-                  "stop and start again with it), one it no longer lists is left out at the next "
-                  "start")
+                  "With --engine gloo and --min-np: a script printing the hosts available, one "
+                  "per line (h1 or h1:SLOTS), run at each start and every 2 s; a host it lists "
+                  "that the job lacks joins at a checkpoint (the ranks checkpoint, stop and start "
+                  "again with it), one it no longer lists is left out at the next start. On "
+                  "--netns-cluster it names the cluster's hosts (h0, h1, ...)")
       ->check(CLI::ExistingFile);
   sub->add_option("command", o->command, "The command to run, after --")->expected(1, -1);
   sub->callback([o] { std::exit(launch(*o)); });

@@ -1,7 +1,7 @@
 // `distml launch`: starts N copies of a command as the ranks of one job, under mpirun for
-// the mpi engine or as local processes with rendezvous variables for the gloo engine (under
-// mpirun too when the ranks span hosts), on this machine, on real hosts, or on hosts emulated
-// in network namespaces.
+// the mpi engine, or itself for the gloo engine (as processes with rendezvous variables, on
+// other hosts through a remote shell), on this machine, on real hosts, or on hosts emulated in
+// network namespaces.
 #pragma once
 
 #include <functional>
@@ -16,6 +16,10 @@ class App;
 
 namespace distml::cli {
 
+/// The remote shell that starts the gloo engine's ranks on other hosts; BatchMode: fail
+/// rather than ask for a password that nobody will type.
+inline constexpr const char* kDefaultRsh = "ssh -o BatchMode=yes";
+
 struct LaunchOptions {
   int np = 0;                      // 0: unset (an error, unless netns_cluster implies it)
   std::string hosts;               // "h1:2,h2:2"
@@ -23,12 +27,13 @@ struct LaunchOptions {
   std::string netns_cluster;       // "HxR": emulated hosts in network namespaces (netns_cluster.h)
   std::string bandwidth, latency;  // their links' shaping
   std::string engine = "mpi";
-  bool prefix_output = false;   // prefix every output line with the rank
-  int max_restarts = -1;        // restarts after a failure (-1: unset, 0 unless min_np is set)
-  int min_np = 0;               // > 0: a lost rank is not replaced while this many remain (gloo)
-  int max_np = 0;               // > 0: a world that grows stays within this many ranks
-  std::string host_discovery;   // a script listing the hosts available (host_discovery.h)
-  double restart_window_s = 0;  // > 0: only the restarts of the last this many seconds count
+  bool prefix_output = false;     // prefix every output line with the rank
+  int max_restarts = -1;          // restarts after a failure (-1: unset, 0 unless min_np is set)
+  int min_np = 0;                 // > 0: a lost rank is not replaced while this many remain (gloo)
+  int max_np = 0;                 // > 0: a world that grows stays within this many ranks
+  std::string host_discovery;     // a script listing the hosts available (host_discovery.h)
+  std::string rsh = kDefaultRsh;  // starts gloo's ranks on other hosts (remote_shell.h)
+  double restart_window_s = 0;    // > 0: only the restarts of the last this many seconds count
   std::vector<std::string> command;
 };
 

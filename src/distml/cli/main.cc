@@ -16,6 +16,7 @@
 #include "distml/core/version.h"
 #include "fit.h"
 #include "launch.h"
+#include "launcher_orders.h"
 #include "plan.h"
 #include "predict.h"
 #include "report.h"
@@ -36,15 +37,18 @@ static bool fixable_by_user(const std::exception& e) {
 
 // A rank that distml launch started (directly, or under the mpirun it started) dies with the
 // process that started it, so that a launcher killed outright (SIGKILL: the OOM killer, a
-// scheduler's hard kill) leaves no rank training on into the same checkpoint folder.
+// scheduler's hard kill) leaves no rank training on into the same checkpoint folder. A rank
+// that takes the launcher's orders on its standard input ends when that closes instead
+// (launcher_orders.h), which reaches across a remote shell where its parent (sshd) lives on.
 // SIGUSR2, which the launcher passes on (a warning ahead of a time limit, where a job asks for
 // it), only tells: it does not end a rank.
 static void die_with_launcher() {
   if (!std::getenv(distml::cli::kLaunchedVar)) return;
+  ::signal(SIGUSR2, SIG_IGN);
+  if (std::getenv(distml::cli::kOrdersVar)) return;
   const pid_t parent = ::getppid();
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   if (::getppid() != parent) std::_Exit(128 + SIGKILL);  // it died before the line above
-  ::signal(SIGUSR2, SIG_IGN);
 }
 
 int main(int argc, char** argv) {
@@ -63,6 +67,7 @@ int main(int argc, char** argv) {
   CLI::App app{
       "distml: distributed machine learning in C++ (classical ML, deep learning, deep "
       "reinforcement learning) over MPI, Gloo or in-process ranks."};
+  distml::cli::follow_launcher_orders();  // here: the process that runs the command
   app.set_version_flag("--version", distml::kVersion);
   app.require_subcommand(1);
   distml::cli::add_launch_command(app);

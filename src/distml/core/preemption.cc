@@ -9,8 +9,11 @@ namespace distml {
 namespace {
 
 std::atomic<bool> caught{false};
-volatile sig_atomic_t requested = 0;
-volatile sig_atomic_t first_at_s = 0;  // CLOCK_MONOTONIC seconds of the first request
+// Atomics, not only volatile: a thread sets them too (request_preemption). Lock-free, so safe in
+// a signal handler.
+std::atomic<bool> requested{false};
+std::atomic<long> first_at_s{0};  // CLOCK_MONOTONIC seconds of the first request
+static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<long>::is_always_lock_free);
 
 // A scheduler signals every process of a job, and the launcher passes the same signal on a
 // moment later: a second SIGTERM ends the process only when it comes 3 s or more after the
@@ -22,8 +25,8 @@ void on_preemption(int sig) {
     ::signal(SIGTERM, SIG_DFL);  // asked again: end now, as without the handler
     ::raise(SIGTERM);
   }
-  if (!requested) first_at_s = static_cast<sig_atomic_t>(now.tv_sec);
-  requested = 1;
+  if (!requested) first_at_s = now.tv_sec;
+  requested = true;
 }
 
 }  // namespace
@@ -39,6 +42,8 @@ void catch_preemption_signals() {
 
 bool preemption_caught() { return caught; }
 
-bool preemption_requested() { return requested != 0; }
+void request_preemption() { on_preemption(SIGUSR1); }
+
+bool preemption_requested() { return requested; }
 
 }  // namespace distml

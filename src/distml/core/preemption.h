@@ -19,7 +19,11 @@ void catch_preemption_signals();
 /// Whether catch_preemption_signals() was called in this process.
 bool preemption_caught();
 
-/// Whether SIGTERM or SIGUSR1 has come since.
+/// Asks for the stop a SIGUSR1 asks for (the launcher's order to checkpoint:
+/// cli/launcher_orders.h).
+void request_preemption();
+
+/// Whether SIGTERM or SIGUSR1 (or request_preemption()) has come since.
 bool preemption_requested();
 
 /// Thrown by a run that stopped and checkpointed on a preemption; cli/main.cc exits with
