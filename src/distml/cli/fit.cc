@@ -8,6 +8,7 @@
 
 #include "distml/core/atomic_file.h"
 #include "distml/core/clock.h"
+#include "distml/core/parse.h"
 #include "distml/core/peak_rss.h"
 #include "distml/ml/estimator.h"
 #include "distml/ml/gbdt_xgboost.h"
@@ -79,12 +80,12 @@ void fit_rank(const FitOptions& o, const JobOptions& job, comm::Communicator& co
   const bool impute = !o.impute.empty();
   // GBDT learns where missing values go; the others need them imputed.
   const bool missing_allowed = impute || estimator->takes_missing();
-  LocalData train =
-      read_data(o.data, comm, {.regression = regression, .missing_allowed = missing_allowed});
   if (o.data.label == "none" && estimator->supervised())
     throw UsageError(
         cat("--label none: ", estimator->name(),
             " learns from labels; of the estimators only kmeans and gaussian_mixture fit without"));
+  LocalData train =
+      read_data(o.data, comm, {.regression = regression, .missing_allowed = missing_allowed});
   std::optional<LocalData> test;
   std::int64_t test_unseen = 0;  // test rows of a class the training rows lack
   if (!o.test_path.empty()) {
@@ -180,8 +181,8 @@ void fit_rank(const FitOptions& o, const JobOptions& job, comm::Communicator& co
   if (test_unseen > 0)
     std::printf(" (%lld test rows of classes not in the training data count as errors)",
                 static_cast<long long>(test_unseen));
-  std::printf(" (%d iterations, fit %.2f s on %d ranks)\n", estimator->iterations(), fit_s,
-              comm.size());
+  std::printf(" (%s, fit %.2f s on %s)\n", counted(estimator->iterations(), "iteration").c_str(),
+              fit_s, counted(comm.size(), "rank").c_str());
   if (!o.model_out.empty()) std::printf("model written to %s\n", o.model_out.c_str());
 }
 
@@ -219,12 +220,14 @@ void add_fit_command(CLI::App& app, int argc, char** argv) {
       "gbdt: also write the model in XGBoost's JSON format (xgboost.Booster.load_model; "
       "class ids 0..K-1 in sorted class order)");
   sub->add_flag("--json", fit->json, "Print the result as one JSON done line");
-  add_run_dir_option(*sub, fit->run_dir);
+  add_run_dir_option(*sub, fit->run_dir, /*resumes=*/false);
   CLI::Option* np = nullptr;
   add_job_options(sub, *job, np);
   sub->callback([fit, job, np, argc, argv] {
     job->np_given = np->count() > 0;
-    configured_estimator(*fit);     // a bad name or option fails once, before any rank starts
+    configured_estimator(*fit);  // a bad name or option fails once, before any rank starts
+    if (!fit->model_out.empty()) check_writable_file(fit->model_out, "--model-out");
+    if (!fit->xgboost_out.empty()) check_writable_file(fit->xgboost_out, "--xgboost-out");
     std::optional<RunDir> run_dir;  // checked by every process before rank 0 writes
     if (!fit->run_dir.empty()) run_dir.emplace(fit->run_dir, false);
     run_job(*job, argc, argv, [&](comm::Communicator& comm) {

@@ -177,8 +177,8 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
     }
     const int np = o.min_np > 0 ? shrink(end) : 0;
     if (o.min_np > 0 && np < o.min_np) {
-      std::fprintf(stderr, "distml launch: %s; fewer than --min-np %d ranks would be left\n",
-                   cause.c_str(), o.min_np);
+      std::fprintf(stderr, "distml launch: %s; fewer than --min-np %s would be left\n",
+                   cause.c_str(), counted(o.min_np, "rank").c_str());
       return end.code;
     }
     restarted_at.push_back(Clock::now());
@@ -187,7 +187,7 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
                                         " in the last ", o.restart_window_s, " s)")
                                   : cat(restarted_at.size(), " of ", max_restarts);
     std::fprintf(stderr, "distml launch: restart %s after %s%s\n", count.c_str(), cause.c_str(),
-                 o.min_np > 0 ? cat("; continuing with ", np, " ranks").c_str() : "");
+                 o.min_np > 0 ? cat("; continuing with ", counted(np, "rank")).c_str() : "");
     const auto recent = static_cast<int>(restarted_at.size());
     std::this_thread::sleep_for(std::chrono::seconds(1 << std::min(recent - 1, 5)));
   }
@@ -266,7 +266,7 @@ int launch_gloo_on_hosts(const LaunchOptions& o, ElasticHosts& elastic, const Ho
       }
     std::string names;
     for (const auto& h : world) names += cat(names.empty() ? "" : ", ", h.host, ":", h.slots);
-    std::fprintf(stderr, "distml launch: %d ranks on %s\n", np, names.c_str());
+    std::fprintf(stderr, "distml launch: %s on %s\n", counted(np, "rank").c_str(), names.c_str());
     auto next_look = std::chrono::steady_clock::now() + std::chrono::seconds(2);
     const Watch watch = [&]() {
       if (std::chrono::steady_clock::now() < next_look) return false;
@@ -355,8 +355,8 @@ int launch_netns_cluster(LaunchOptions o) {
   for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
   ::sigprocmask(SIG_BLOCK, &stop, nullptr);
   NetnsCluster cluster(shape);
-  std::fprintf(stderr, "distml launch: %d hosts x %d ranks in network namespaces%s%s\n",
-               shape.hosts, shape.ranks_per_host,
+  std::fprintf(stderr, "distml launch: %s x %s in network namespaces%s%s\n",
+               counted(shape.hosts, "host").c_str(), counted(shape.ranks_per_host, "rank").c_str(),
                shape.bandwidth.empty() ? "" : ", links shaped to ", shape.bandwidth.c_str());
   if (o.engine == "gloo") {
     std::vector<HostSlots> hosts;

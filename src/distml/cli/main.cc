@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "bench.h"
+#include "distml/core/config_schema.h"
 #include "distml/core/error.h"
 #include "distml/core/preemption.h"
 #include "distml/core/version.h"
@@ -51,6 +52,26 @@ static void die_with_launcher() {
   if (::getppid() != parent) std::_Exit(128 + SIGKILL);  // it died before the line above
 }
 
+// A first word that names no command: CLI11 would say only "A subcommand is required".
+static void refuse_unknown_command(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return;
+  const std::string word = argv[1];
+  std::string nearest, names;
+  std::size_t best = 3;  // at most 2 edits: a typo, not another word
+  for (const CLI::App* command : app.get_subcommands([](CLI::App*) { return true; })) {
+    const std::string& name = command->get_name();
+    if (name == word) return;
+    names += (names.empty() ? "" : ", ") + name;
+    if (const std::size_t d = distml::config::edit_distance(word, name); d < best) {
+      best = d;
+      nearest = name;
+    }
+  }
+  throw distml::UsageError(distml::cat(
+      "unknown command '", word, "'; ",
+      nearest.empty() ? "the commands are " + names : "did you mean '" + nearest + "'?"));
+}
+
 int main(int argc, char** argv) {
   die_with_launcher();
   distml::cli::default_to_gloo_under_srun();  // before the engine picks the binary and defaults
@@ -66,7 +87,8 @@ int main(int argc, char** argv) {
 #endif
   CLI::App app{
       "distml: distributed machine learning in C++ (classical ML, deep learning, deep "
-      "reinforcement learning) over MPI, Gloo or in-process ranks."};
+      "reinforcement learning) over MPI, Gloo or in-process ranks.",
+      "distml"};  // the name in "Usage:", not the path of the binary that runs it
   distml::cli::follow_launcher_orders();  // here: the process that runs the command
   app.set_version_flag("--version", distml::kVersion);
   app.require_subcommand(1);
@@ -83,6 +105,7 @@ int main(int argc, char** argv) {
   distml::cli::add_predict_command(app, argc, argv);
   distml::cli::add_report_command(app);
   try {
+    refuse_unknown_command(app, argc, argv);
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
     return app.exit(e);

@@ -3,6 +3,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "distml/ml/agreement.h"
@@ -16,6 +17,13 @@ using ml::LocalData;
 
 bool is_idx_folder(const std::string& path) {
   return fs::is_directory(path) && fs::exists(fs::path(path) / "train-images-idx3-ubyte");
+}
+
+// Whether the file at `path` starts as a zip archive does (an .npz file is one).
+bool is_zip_archive(const std::string& path) {
+  char magic[4] = {};
+  std::ifstream in(path, std::ios::binary);
+  return in.read(magic, 4) && std::string_view(magic, 4) == std::string_view("PK\x03\x04", 4);
 }
 
 }  // namespace
@@ -54,6 +62,12 @@ LocalData read_data(const DataOptions& d, comm::Communicator& comm, const ReadOp
   }
   if (format != "csv")
     throw UsageError(cat("--format must be auto, csv, libsvm or idx, got '", format, "'"));
+  if (is_zip_archive(d.path))
+    throw UsageError(cat(d.path,
+                         ": a zip archive (NumPy's .npz?); fit and predict read CSV with a "
+                         "header row, LibSVM or IDX (distml train reads .npz). Write it as CSV, "
+                         "e.g. numpy.savetxt(path, numpy.column_stack([x, y]), delimiter=',', "
+                         "header=names, comments='')"));
   ml::CsvShardOptions o;
   o.regression = r.regression;
   o.features = r.feature_names;

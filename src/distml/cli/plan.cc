@@ -63,8 +63,8 @@ nlohmann::json grid_json(const train::GridPlan& g) {
 }
 
 void print_text(const train::Plan& plan, const PlanCliOptions& o) {
-  std::printf("layers, per micro-batch of the chosen plan (%d micro-batches):\n",
-              plan.best.micro_batches);
+  std::printf("layers, per micro-batch of the chosen plan (%s):\n",
+              counted(plan.best.micro_batches, "micro-batch", "micro-batches").c_str());
   std::printf("  %-14s %10s %10s %12s %12s\n", "layer", "fwd ms", "bwd ms", "output KiB",
               "params KiB");
   for (std::size_t i = 0; i < plan.layers.size(); ++i) {
@@ -91,9 +91,10 @@ void print_text(const train::Plan& plan, const PlanCliOptions& o) {
     command += s.find_first_of("[]\" '*?$") == std::string::npos ? cat(" --set ", s)
                                                                  : cat(" --set '", s, "'");
   std::printf(
-      "chosen: %d stages x %d replicas, %d micro-batches, partition %s: %.4f s per step\n"
+      "chosen: %s x %s, %s, partition %s: %.4f s per step\n"
       "run it: %s\n",
-      plan.best.stages, plan.best.replicas, plan.best.micro_batches,
+      counted(plan.best.stages, "stage").c_str(), counted(plan.best.replicas, "replica").c_str(),
+      counted(plan.best.micro_batches, "micro-batch", "micro-batches").c_str(),
       counts_text(plan.best.counts).c_str(), plan.best.step_s, command.c_str());
   std::fflush(stdout);
 }

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "distml/core/atomic_file.h"
 #include "distml/ml/agreement.h"
 #include "distml/ml/saved_model.h"
 #include "ml_job.h"
@@ -38,9 +39,9 @@ std::vector<double> gathered(const std::vector<double>& mine, comm::Communicator
   return all;
 }
 
-// Writes every rank's predictions (class ids, or values of a regression) to `path` on rank 0,
-// in row order, classes by name if they have names; with `proba` (rows x classes), each
-// class's probability beside them, in a column named by the class.
+// Writes every rank's predictions (class ids, or values of a regression) to `path` on rank 0
+// (standard output where it is empty), in row order, classes by name if they have names; with
+// `proba` (rows x classes), each class's probability beside them, in a column named by the class.
 void write_predictions(const std::vector<double>& mine, const std::vector<std::string>& names,
                        bool regression, const std::vector<double>* proba, const std::string& path,
                        comm::Communicator& comm) {
@@ -51,7 +52,9 @@ void write_predictions(const std::vector<double>& mine, const std::vector<std::s
   const auto class_name = [&](std::size_t k) {
     return names.empty() ? std::to_string(k) : names.at(k);
   };
-  std::ofstream out(path);
+  std::ofstream file;
+  if (!path.empty()) file.open(path);
+  std::ostream& out = path.empty() ? std::cout : file;
   out << "prediction";
   for (std::size_t k = 0; k < classes; ++k) out << "," << class_name(k);
   out << "\n";
@@ -69,7 +72,8 @@ void write_predictions(const std::vector<double>& mine, const std::vector<std::s
     }
     out << "\n";
   }
-  if (!out.flush()) throw Error(cat(path, ": cannot write the predictions"));
+  if (!out.flush())
+    throw Error(cat(path.empty() ? "standard output" : path, ": cannot write the predictions"));
 }
 
 void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
@@ -113,10 +117,11 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
       labelled ? std::optional(estimator->score(data, comm)) : std::nullopt;
   const auto proba = o.proba ? estimator->predict_proba(data) : std::vector<double>{};
   // A clustering model predicts cluster ids, which no class name stands for.
-  if (!o.out.empty())
-    write_predictions(predictions, estimator->supervised() ? names : std::vector<std::string>{},
-                      regression, o.proba ? &proba : nullptr, o.out, comm);
+  write_predictions(predictions, estimator->supervised() ? names : std::vector<std::string>{},
+                    regression, o.proba ? &proba : nullptr, o.out, comm);
   if (comm.rank() != 0) return;
+  // Where the predictions went to standard output, the summary goes to standard error.
+  FILE* summary = o.out.empty() ? stderr : stdout;
   if (o.json) {
     const nlohmann::json done = {{"event", "done"},
                                  {"estimator", model.estimator_name},
@@ -125,18 +130,19 @@ void predict_rank(const PredictOptions& o, comm::Communicator& comm) {
                                  {"unseen_class_rows", unseen},
                                  {"predictions", o.out.empty() ? nullptr : nlohmann::json(o.out)},
                                  {"np", comm.size()}};
-    std::cout << done.dump() << std::endl;
+    std::fprintf(summary, "%s\n", done.dump().c_str());
     return;
   }
-  std::printf("\"%s\" on %s: ", model.estimator_name.c_str(), o.data.path.c_str());
+  std::fprintf(summary, "\"%s\" on %s: ", model.estimator_name.c_str(), o.data.path.c_str());
   if (score)
-    std::printf("score %.4f over %zu rows", *score, data.global_rows);
+    std::fprintf(summary, "score %.4f over %zu rows", *score, data.global_rows);
   else
-    std::printf("%zu rows predicted (no labels to score)", data.global_rows);
+    std::fprintf(summary, "%zu rows predicted (no labels to score)", data.global_rows);
   if (unseen > 0)
-    std::printf(" (%lld of a class not in the training data, counted as errors)",
-                static_cast<long long>(unseen));
-  std::printf("%s%s\n", o.out.empty() ? "" : "; predictions in ", o.out.c_str());
+    std::fprintf(summary, " (%lld of a class not in the training data, counted as errors)",
+                 static_cast<long long>(unseen));
+  std::fprintf(summary, "; predictions %s\n",
+               o.out.empty() ? "on standard output" : ("in " + o.out).c_str());
 }
 
 }  // namespace
@@ -145,20 +151,25 @@ void add_predict_command(CLI::App& app, int argc, char** argv) {
   auto predict = std::make_shared<PredictOptions>();
   auto job = std::make_shared<JobOptions>();
   auto* sub = app.add_subcommand(
-      "predict", "Predict with a model written by distml fit --model-out; prints its score.");
+      "predict",
+      "Predict with a model written by distml fit --model-out: the predictions as CSV (to --out, "
+      "else to standard output, with the score on standard error), and the score where the data "
+      "has labels.");
   sub->add_option("--model", predict->model_path, "Model JSON from distml fit")->required();
   add_data_options(sub, predict->data);
-  sub->add_option("--out", predict->out, "Write the predictions (one per row) to this CSV");
-  sub->add_flag(
-         "--proba", predict->proba,
-         "With --out: each class's probability too, a column per class (logistic_regression, "
-         "gaussian_nb, multinomial_nb, gbdt and random_forest classifiers)")
-      ->needs(sub->get_option("--out"));
-  sub->add_flag("--json", predict->json, "Print the result as one JSON done line");
+  sub->add_option("--out", predict->out,
+                  "Write the predictions (one per row) to this CSV (default: standard output)");
+  sub->add_flag("--proba", predict->proba,
+                "Each class's probability too, a column per class (logistic_regression, "
+                "gaussian_nb, multinomial_nb, gbdt and random_forest classifiers)");
+  sub->add_flag("--json", predict->json,
+                "Print the result as one JSON done line (on standard error where the "
+                "predictions go to standard output)");
   CLI::Option* np = nullptr;
   add_job_options(sub, *job, np);
   sub->callback([predict, job, np, argc, argv] {
     job->np_given = np->count() > 0;
+    if (!predict->out.empty()) check_writable_file(predict->out, "--out");
     run_job(*job, argc, argv, [&](comm::Communicator& comm) { predict_rank(*predict, comm); });
   });
 }

@@ -3,8 +3,10 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "distml/core/atomic_file.h"
+#include "distml/core/parse.h"
 #include "report_charts.h"
 #include "report_page.h"
 #include "run_record.h"
@@ -15,17 +17,27 @@ namespace {
 struct ReportOptions {
   std::vector<std::string> dirs;
   std::string out = "report.html";
+  bool json = false;
 };
 
 void run(const ReportOptions& o) {
   const PlotScripts scripts = load_plot_scripts();  // before the work: it may be missing
+  check_writable_file(o.out, "--out");
   std::vector<RunRecord> runs;
   for (const std::string& dir : o.dirs) runs.push_back(read_run_dir(dir));
   name_runs(runs);
   const auto charts = report_charts(runs);
   write_file_atomically(o.out, {report_page(runs, charts, scripts)});
-  std::printf("distml report: %zu run%s, %zu plots: %s\n", runs.size(), runs.size() == 1 ? "" : "s",
-              charts.size(), o.out.c_str());
+  if (o.json)
+    std::printf(
+        "%s\n",
+        nlohmann::json(
+            {{"event", "done"}, {"runs", runs.size()}, {"plots", charts.size()}, {"out", o.out}})
+            .dump()
+            .c_str());
+  else
+    std::printf("distml report: %s, %s: %s\n", counted(runs.size(), "run").c_str(),
+                counted(charts.size(), "plot").c_str(), o.out.c_str());
 }
 
 }  // namespace
@@ -41,6 +53,7 @@ void add_report_command(CLI::App& app) {
       "Example: distml report runs/allreduce runs/local_sgd --out strategies.html");
   sub->add_option("dirs", o->dirs, "Run directories")->required();
   sub->add_option("--out", o->out, "The page to write (default report.html)");
+  sub->add_flag("--json", o->json, "Print the result as one JSON done line");
   sub->callback([o] { run(*o); });
 }
 

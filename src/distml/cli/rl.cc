@@ -11,6 +11,7 @@
 
 #include "distml/comm/engines.h"
 #include "distml/comm/timeline_exchange.h"
+#include "distml/core/atomic_file.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/core/installed_path.h"
@@ -206,6 +207,10 @@ void run(RlOptions o, int argc, char** argv) {
   adopt_launcher_policy(o.supervision);             // under distml launch --max-restarts/--min-np
   check_restart_options(o.supervision, o.engine, o.np_given,
                         {"run", config.run.checkpoint_dir, config.run.checkpoint_every});
+  // Before the run: not lost to an unwritable path found when it saves.
+  if (!config.run.checkpoint_dir.empty())
+    check_writable_folder(config.run.checkpoint_dir, "run.checkpoint_dir");
+  if (!o.timeline_path.empty()) check_writable_file(o.timeline_path, "--timeline");
   const int restarts = restarts_so_far();
   // Once, before any rank starts, by the process that starts them (checkpoint_owner.h); the
   // run id passes to the ranks and to every restart in the environment. Ranks that srun or

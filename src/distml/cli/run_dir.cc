@@ -54,11 +54,12 @@ void RunDir::finish(const nlohmann::json& done) {
   write_file_atomically(path(kRunDoneFile), {done.dump(2), "\n"});
 }
 
-void add_run_dir_option(CLI::App& command, std::string& dir) {
+void add_run_dir_option(CLI::App& command, std::string& dir, bool resumes) {
   command.add_option("--run-dir", dir,
-                     "Write config.toml, metrics.jsonl (every event, as --json prints it), "
-                     "done.json and the timeline into this folder (created if missing), for "
-                     "`distml report`; a folder holding a run is refused unless resuming");
+                     cat("Write config.toml, metrics.jsonl (every event, as --json prints it), "
+                         "done.json and the timeline into this folder (created if missing), for "
+                         "`distml report`; a folder holding a run is refused",
+                         resumes ? " unless resuming" : ""));
 }
 
 std::string timeline_destination(const RunDir* run_dir, bool timeline_given,

@@ -48,8 +48,8 @@ class RunDir {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> metrics_{nullptr, &std::fclose};
 };
 
-/// Adds --run-dir to a subcommand, filling `dir`.
-void add_run_dir_option(CLI::App& command, std::string& dir);
+/// Adds --run-dir to a subcommand, filling `dir`; `resumes`: the subcommand can resume a run.
+void add_run_dir_option(CLI::App& command, std::string& dir, bool resumes = true);
 
 /// Where --timeline writes: its FILE; with a run directory, DIR/timeline.json (--timeline
 /// given without a FILE); empty for no timeline. UsageError for --timeline without a FILE and

@@ -11,8 +11,10 @@
 
 #include "distml/comm/engines.h"
 #include "distml/comm/timeline_exchange.h"
+#include "distml/core/atomic_file.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
+#include "distml/core/parse.h"
 #include "distml/core/preemption.h"
 #include "distml/core/run_id.h"
 #include "distml/train/checkpoint_dir.h"
@@ -48,18 +50,6 @@ std::string hex(std::uint64_t v) {
   return text;
 }
 
-// The test metrics that fit the loss: accuracy for classification, MSE and R^2 for
-// regression, the loss alone for a model's own loss.
-nlohmann::json test_metrics(const train::EvalMetrics& m, const std::string& loss) {
-  nlohmann::json j = {{"test_loss", m.loss}};
-  if (loss == "cross_entropy" || loss == "bce_with_logits") j["test_accuracy"] = m.accuracy;
-  if (loss == "mse") {
-    j["test_mse"] = m.mse;
-    j["test_r2"] = m.r2;
-  }
-  return j;
-}
-
 nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& data,
                          const std::string& loss, int np) {
   nlohmann::json j = {{"event", "done"},
@@ -77,8 +67,7 @@ nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& dat
                       {"np", np},
                       {"restarts", restarts_so_far()},
                       {"wall_s", r.wall_s}};
-  j.update(test_metrics(r.test, loss));
-  if (data.kind == train::TaskKind::language_model) j["test_perplexity"] = r.test.perplexity;
+  j.update(train::test_metrics(r.test, loss, data.kind));
   j.update(r.strategy_report);
   return j;
 }
@@ -101,6 +90,21 @@ void print_summary(const train::TrainResult& r, const train::TaskData& data,
       100 * r.overlap_fraction, r.wall_s);
 }
 
+// The task's own metrics of an eval event (train::test_metrics), as text: "  test accuracy
+// 97.10%", "  test MSE 0.0123  R^2 0.9512", "  perplexity 4.210".
+std::string task_metrics_text(const nlohmann::json& e) {
+  char text[96] = "";
+  if (e.contains("test_perplexity"))
+    std::snprintf(text, sizeof text, "  perplexity %.3f", e["test_perplexity"].get<double>());
+  else if (e.contains("test_accuracy"))
+    std::snprintf(text, sizeof text, "  test accuracy %.2f%%",
+                  100 * e["test_accuracy"].get<double>());
+  else if (e.contains("test_r2"))
+    std::snprintf(text, sizeof text, "  test MSE %.5g  R^2 %.4f", e["test_mse"].get<double>(),
+                  e["test_r2"].get<double>());
+  return text;
+}
+
 // Rank 0's text lines for the trainer's events.
 void print_event(EventPrinter& printer, const nlohmann::json& e) {
   if (printer.print_json(e)) return;
@@ -113,9 +117,8 @@ void print_event(EventPrinter& printer, const nlohmann::json& e) {
         e["lr"].get<double>(), e["samples_per_sec"].get<double>(), e["comm_time_s"].get<double>(),
         100 * e["overlap_fraction"].get<double>());
   else if (kind == "eval")
-    std::printf("step %lld  test loss %.4f  test accuracy %.2f%%  test R^2 %.4f\n",
-                e["step"].get<long long>(), e["test_loss"].get<double>(),
-                100 * e["test_accuracy"].get<double>(), e["test_r2"].get<double>());
+    std::printf("step %lld  test loss %.4f%s\n", e["step"].get<long long>(),
+                e["test_loss"].get<double>(), task_metrics_text(e).c_str());
   else if (kind == "checkpoint")
     std::printf("step %lld  checkpoint %s\n", e["step"].get<long long>(),
                 e["path"].get<std::string>().c_str());
@@ -134,18 +137,19 @@ void resume_as_asked(train::Trainer& trainer, const train::TrainConfig& config,
   std::optional<train::ResumePoint> from;
   if (restarts > 0) from = trainer.resume_own(config.train.checkpoint_dir, change);
   if (!from && !o.resume.empty()) from = trainer.resume(o.resume, change);
-  if (comm.rank() != 0 || restarts == 0) return;
+  if (comm.rank() != 0 || (restarts == 0 && !from)) return;
   if (!from) {
     std::fprintf(stderr, "distml: restart %d: no checkpoint was written yet; starting over\n",
                  restarts);
     return;
   }
   const int np = comm.size();
-  const std::string ranks = from->saved_world_size != np
-                                ? cat(" on ", np, " ranks (it was written by ",
-                                      from->saved_world_size, ")")
-                                : std::string();
-  std::fprintf(stderr, "distml: restart %d: resuming from %s at step %lld%s\n", restarts,
+  const std::string ranks =
+      from->saved_world_size != np
+          ? cat(" on ", counted(np, "rank"), " (it was written by ", from->saved_world_size, ")")
+          : std::string();
+  const std::string restart = restarts > 0 ? cat("restart ", restarts, ": ") : std::string();
+  std::fprintf(stderr, "distml: %sresuming from %s at step %lld%s\n", restart.c_str(),
                from->path.c_str(), static_cast<long long>(from->global_step), ranks.c_str());
 }
 
@@ -195,6 +199,16 @@ void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::C
     print_summary(result, data, config.train.loss);
 }
 
+// Every path the run writes, before it starts: a run is not lost to an unwritable path found
+// when it ends. The run directory checks its own (RunDir).
+void check_output_paths(const train::TrainConfig& config, const TrainOptions& o) {
+  const auto& t = config.train;
+  if (!t.checkpoint_dir.empty()) check_writable_folder(t.checkpoint_dir, "train.checkpoint_dir");
+  if (!t.export_path.empty()) check_writable_file(t.export_path, "train.export");
+  if (!t.export_module.empty()) check_writable_file(t.export_module, "train.export_module");
+  if (!o.timeline_path.empty()) check_writable_file(o.timeline_path, "--timeline");
+}
+
 // Restarts resume from checkpoints, and need a launcher that can start the ranks again; a run
 // that shrinks needs a strategy and data that can go on with fewer ranks.
 void check_supervision(const TrainOptions& o, const train::TrainConfig& config) {
@@ -219,6 +233,7 @@ void run(TrainOptions o, int argc, char** argv) {
     config.train.checkpoint_dir = o.resume;  // a resumed run goes on saving where it left off
   adopt_launcher_policy(o.supervision);      // under distml launch --max-restarts/--min-np
   check_supervision(o, config);
+  check_output_paths(config, o);
   // Once, before any rank starts, by the process that starts them (the ranks then find the
   // folder theirs): the run id passes to them and to every restart in the environment. Ranks
   // that srun or mpirun started have rank 0 claim it (train_rank).

@@ -141,4 +141,24 @@ std::vector<char> read_whole_file(const std::string& path) {
   return bytes;
 }
 
+void check_writable_folder(const std::string& folder, const std::string& what) {
+  const std::string where = folder.empty() ? std::string(".") : folder;
+  std::error_code ec;
+  std::filesystem::create_directories(where, ec);
+  if (ec) throw UsageError(cat(what, ": cannot write in ", where, " (", ec.message(), ")"));
+  const std::string probe =
+      (std::filesystem::path(where) / cat(".distml-write-probe.", ::getpid())).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    throw UsageError(cat(what, ": cannot write in ", where, " (", std::strerror(errno), ")"));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void check_writable_file(const std::string& path, const std::string& what) {
+  if (std::filesystem::is_directory(path))
+    throw UsageError(cat(what, ": ", path, " is a folder; name the file to write"));
+  check_writable_folder(std::filesystem::path(path).parent_path().string(), what);
+}
+
 }  // namespace distml

@@ -22,6 +22,14 @@ void write_file_atomically(const std::string& path, std::initializer_list<std::s
 std::vector<std::string> remove_stale_temporary_files(
     const std::string& dir, const std::function<bool(const std::string&)>& ours);
 
+/// Checks, before a run's work, that it can write where it will at the end: creates `folder`
+/// if missing and a probe file in it, then removes the probe. UsageError "`what`: cannot write
+/// in FOLDER (the OS error)" otherwise, so that a run is not lost to a path found unwritable
+/// when its result is saved.
+void check_writable_folder(const std::string& folder, const std::string& what);
+/// The same for the folder that will hold the file `path` (the current one for a bare name).
+void check_writable_file(const std::string& path, const std::string& what);
+
 /// The bytes of `path`; CheckpointError naming it and the OS error.
 std::vector<char> read_whole_file(const std::string& path);
 

@@ -58,4 +58,10 @@ std::string format_bytes(std::uint64_t bytes) {
   return cat(bytes, suffix[i]);
 }
 
+std::string counted(long long n, std::string_view noun, std::string_view plural) {
+  std::string text = std::to_string(n) + " ";
+  if (n == 1) return text.append(noun);
+  return plural.empty() ? text.append(noun).append("s") : text.append(plural);
+}
+
 }  // namespace distml

@@ -18,4 +18,8 @@ std::vector<std::string> split_list(std::string_view text, char sep = ',');
 /// Formats a byte count the way parse_bytes reads it back, e.g. 65536 -> "64K".
 std::string format_bytes(std::uint64_t bytes);
 
+/// "1 rank", "3 ranks": `n` with the noun in the number it takes (`plural`, where empty: the
+/// noun and an "s").
+std::string counted(long long n, std::string_view noun, std::string_view plural = {});
+
 }  // namespace distml

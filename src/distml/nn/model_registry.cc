@@ -31,9 +31,22 @@ Model load_torchscript(const std::string& path) {
   torch::jit::Module module;
   try {
     module = torch::jit::load(path);
-  } catch (const std::exception& e) {
+  } catch (const c10::Error& e) {
+    // A zip archive without TorchScript's constants: what torch.save writes (a pickled module
+    // or a state_dict), the usual first mistake.
+    const std::string why = e.what_without_backtrace();
+    if (why.find("constants.pkl") != std::string::npos)
+      throw DataError(cat(path,
+                          ": written by torch.save (a pickled module or a state_dict), not "
+                          "TorchScript; distml runs a scripted module: in Python, "
+                          "torch.jit.script(model).save(\"",
+                          std::filesystem::path(path).filename().string(), "\")"));
     throw DataError(cat(path, ": not a TorchScript module that torch.jit.load reads: ",
-                        std::string(e.what()).substr(0, 400)));
+                        why.substr(0, why.find('\n'))));
+  } catch (const std::exception& e) {
+    const std::string why = e.what();
+    throw DataError(cat(path, ": not a TorchScript module that torch.jit.load reads: ",
+                        why.substr(0, why.find('\n'))));
   }
   const auto method = module.find_method("forward");
   if (!method) throw DataError(cat(path, ": the TorchScript module has no forward method"));

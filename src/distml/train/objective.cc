@@ -5,6 +5,21 @@
 #include "distml/core/error.h"
 
 namespace distml::train {
+
+nlohmann::json test_metrics(const EvalMetrics& m, const std::string& loss, TaskKind kind) {
+  nlohmann::json j = {{"test_loss", m.loss}};
+  if (loss == "cross_entropy" || loss == "bce_with_logits") j["test_accuracy"] = m.accuracy;
+  if (loss == "mse") {
+    j["test_mse"] = m.mse;
+    j["test_r2"] = m.r2;
+  }
+  if (kind == TaskKind::language_model) j["test_perplexity"] = m.perplexity;
+  return j;
+}
+
+nlohmann::json Objective::test_metrics(const EvalMetrics& m) const {
+  return train::test_metrics(m, loss_, kind_);
+}
 namespace {
 
 namespace F = torch::nn::functional;
@@ -53,6 +68,12 @@ Objective::Objective(const TrainConfig& config, const TaskData& data, const nn::
       target_dim_(static_cast<std::int64_t>(data.train.target_dim)),
       float_targets_(data.train.has_float_targets()),
       script_(model.is_script()),
+      data_source_(config.data.path.empty() ? cat("data.dataset = \"", config.data.dataset, "\"")
+                                            : config.data.path),
+      classes_source_(script_ ? cat("the TorchScript model ", config.model.path)
+                      : config.model.name == "mlp"
+                          ? std::string("model.layers' last width")
+                          : cat("model.name = \"", config.model.name, "\"")),
       fit_context_(cat("data.dataset = \"", config.data.dataset, "\" gives samples of shape ",
                        shape_text(sample_shape_), " that model.name = \"", config.model.name, "\"",
                        script_ ? cat(" (model.path = ", config.model.path, ")") : "",
@@ -208,13 +229,32 @@ EvalMetrics Objective::metrics(const std::vector<double>& sums) const {
   return m;
 }
 
+void Objective::check_labels(const data::Dataset& train, std::int64_t classes) const {
+  for (std::size_t i = 0; i < train.labels.size(); ++i) {
+    const std::int64_t label = train.labels[i];
+    if (label >= 0 && label < classes) continue;
+    throw DataError(cat(data_source_, ": training sample ", i, " has label ", label,
+                        ", but the model gives ", classes, " classes (ids 0..", classes - 1, "); ",
+                        classes_source_, " must give one output per class"));
+  }
+}
+
 void Objective::check_fits(nn::Model& model, const data::Dataset& train) const {
   const auto n = std::min<std::int64_t>(2, static_cast<std::int64_t>(train.num_samples));
   if (n == 0) return;
   torch::NoGradGuard no_grad;
   model.train(false);  // no BatchNorm statistics move
   try {
+    // Class ids the model has no output for: named here, not by LibTorch's "Target 4 is out of
+    // bounds" at the first batch that holds one.
+    if (loss_ == "cross_entropy" && kind_ == TaskKind::classify) {
+      const auto prediction = model.forward(model_input(rows_of(train, 0, n)));
+      check_labels(train, prediction.size(-1));
+    }
     evaluate(model, rows_of(train, 0, n), true);
+  } catch (const DataError&) {
+    model.train(true);
+    throw;
   } catch (const std::exception& e) {
     model.train(true);
     // The TorchScript interpreter puts its own words and a traceback before the cause.

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,11 @@ struct Rows {
   std::int64_t count = 0;
 };
 
+/// The test metrics that fit the task, as an event's fields: test_loss; test_accuracy for
+/// classification (train.loss cross_entropy, bce_with_logits); test_mse and test_r2 for mse;
+/// test_perplexity for a language model; the loss alone for a model's own loss ("model").
+nlohmann::json test_metrics(const EvalMetrics& m, const std::string& loss, TaskKind kind);
+
 /// The rows [begin, begin + count) of a dataset or batch.
 Rows rows_of(const data::Dataset& d, std::size_t begin, std::int64_t count);
 Rows rows_of(const data::Batch& b, std::size_t begin, std::int64_t count);
@@ -62,6 +68,8 @@ class Objective {
   void add_prediction_to(std::vector<double>& sums, const torch::Tensor& prediction,
                          const Rows& rows) const;
   EvalMetrics metrics(const std::vector<double>& sums) const;
+  /// test_metrics() for this objective's loss and task.
+  nlohmann::json test_metrics(const EvalMetrics& m) const;
 
   /// Runs the model on two training rows, so that a data shape the model cannot take stops
   /// the run before training with a ConfigError naming both shapes and the keys behind them.
@@ -73,6 +81,8 @@ class Objective {
     torch::Tensor prediction, target;  // what the metrics compare
   };
   Output evaluate(nn::Model& model, const Rows& rows, bool mean) const;
+  /// DataError naming the first training sample whose class id is not below `classes`.
+  void check_labels(const data::Dataset& train, std::int64_t classes) const;
   Output score(const torch::Tensor& prediction, const Rows& rows, bool mean) const;
   void add_output(std::vector<double>& sums, const Output& out, const Rows& rows) const;
   torch::Tensor input(const Rows& rows) const;
@@ -84,7 +94,9 @@ class Objective {
   std::vector<std::int64_t> sample_shape_, target_shape_;
   std::int64_t feature_dim_, target_dim_;
   bool float_targets_, script_;
-  std::string fit_context_;  // the start of check_fits()' message
+  std::string data_source_;     // the data file, for check_labels()' message
+  std::string classes_source_;  // what sets the model's outputs, for the same
+  std::string fit_context_;     // the start of check_fits()' message
 };
 
 }  // namespace distml::train

@@ -553,14 +553,11 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
         const double train_s = seconds_since(loop_start) - excluded;  // for time-to-accuracy
         aside("eval", [&] {
           auto m = s.evaluate_without_changing_training();
-          if (reporter && on_event)
-            on_event({{"event", "eval"},
-                      {"step", s.global_step},
-                      {"test_loss", m.loss},
-                      {"test_accuracy", m.accuracy},
-                      {"test_mse", m.mse},
-                      {"test_r2", m.r2},
-                      {"train_s", train_s}});
+          if (!reporter || !on_event) return;
+          nlohmann::json event = {{"event", "eval"}, {"step", s.global_step}};
+          event.update(s.objective.test_metrics(m));
+          event["train_s"] = train_s;
+          on_event(event);
         });
       }
       // A preemption stops here, where the ranks agree, when there is a checkpoint to go on from.
