@@ -101,23 +101,28 @@ FIXTURE_TRACE = {"traceEvents": [
     {"ph": "X", "name": "allreduce", "pid": 1, "tid": 1, "ts": 6000, "dur": 6000},
 ]}
 FIXTURE_SECONDS = {  # self time: a step's duration less its forward and backward
-    ("rank 0", "step"): 0.002, ("rank 0", "forward"): 0.003, ("rank 0", "backward"): 0.005,
-    ("rank 0", "allreduce"): 0.0045, ("rank 1", "step"): 0.0015, ("rank 1", "forward"): 0.0025,
-    ("rank 1", "backward"): 0.008, ("rank 1", "allreduce"): 0.006,
+    ("rank 0", "thread 0", "step"): 0.002, ("rank 0", "thread 0", "forward"): 0.003,
+    ("rank 0", "thread 0", "backward"): 0.005, ("rank 0", "thread 1", "allreduce"): 0.0045,
+    ("rank 1", "thread 0", "step"): 0.0015, ("rank 1", "thread 0", "forward"): 0.0025,
+    ("rank 1", "thread 0", "backward"): 0.008, ("rank 1", "thread 1", "allreduce"): 0.006,
 }
 
 
 def self_seconds(trace):
-    """Seconds per (rank name, event name): each span's duration less that of the spans nested in
-    it on the same (pid, tid), as the report counts them (timeline_breakdown.h)."""
+    """Seconds per (rank name, lane name, event name): each span's duration less that of the
+    spans nested in it on the same (pid, tid), as the report counts them
+    (timeline_breakdown.h)."""
     names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"]
              if e.get("ph") == "M" and e.get("name") == "process_name"}
+    lane_names = {(e["pid"], e.get("tid", 0)): e["args"]["name"] for e in trace["traceEvents"]
+                  if e.get("ph") == "M" and e.get("name") == "thread_name"}
     lanes = {}
     for e in trace["traceEvents"]:
         if e.get("ph") == "X":
             lanes.setdefault((e.get("pid", 0), e.get("tid", 0)), []).append(e)
     out = {}
-    for (pid, _), spans in lanes.items():
+    for (pid, tid), spans in lanes.items():
+        lane = lane_names.get((pid, tid), f"thread {tid}")
         spans.sort(key=lambda e: (e["ts"], -(e["ts"] + e["dur"])))
         stack = []
         for e in spans:
@@ -125,10 +130,10 @@ def self_seconds(trace):
             while stack and stack[-1][1] <= e["ts"]:
                 stack.pop()
             rank = names.get(pid, f"rank {pid}")
-            out[(rank, e["name"])] = out.get((rank, e["name"]), 0) + e["dur"] * 1e-6
+            out[(rank, lane, e["name"])] = out.get((rank, lane, e["name"]), 0) + e["dur"] * 1e-6
             if stack:
                 parent, parent_end = stack[-1]
-                key = (rank, parent)
+                key = (rank, lane, parent)
                 out[key] -= (min(end, parent_end) - e["ts"]) * 1e-6
             stack.append((e["name"], end))
     return out
@@ -240,7 +245,7 @@ def check_rank_times(png, plots, run_name, timeline):
     with open(timeline) as f:
         trace = json.load(f)
     want = self_seconds(trace)
-    got = {(m["rank"], m["name"]): float(m["seconds"]) for m in marks}
+    got = {(m["rank"], m["lane"], m["name"]): float(m["seconds"]) for m in marks}
     # The report adds and subtracts the same float64 durations, maybe in another order: each of
     # the n operations rounds by at most 2^-53 of the running total, which is at most the sum of
     # all durations S. So |report - want| <= n * 2^-53 * S, then shown to 12 digits (SHOWN_REL).
@@ -249,7 +254,16 @@ def check_rank_times(png, plots, run_name, timeline):
     if set(got) != set(want) or any(abs(got[k] - v) > SHOWN_REL * abs(v) + slack
                                     for k, v in want.items()):
         fail(f"plot {title!r}: bars {got}, timeline gives {want}")
-    print(f"ok: plot {title!r}: {len(want)} bars equal the timeline's self times")
+    # A bar per lane: no stack holds more than its thread's time from its first span's start
+    # to its last span's end (one stack of all lanes would, where they overlap).
+    for rank, lane in {(r, l) for r, l, _ in got}:
+        stack = sum(v for (r, l, _), v in got.items() if (r, l) == (rank, lane))
+        tids = {(e["pid"], e.get("tid", 0)) for e in spans}
+        extent = max((e["ts"] + e["dur"]) * 1e-6 for e in spans) - min(e["ts"] * 1e-6 for e in spans)
+        if stack > extent * (1 + 1e-9) + slack:
+            fail(f"plot {title!r}: {rank}, {lane}: {stack} s stacked, more than the {extent} s "
+                 f"the trace spans ({len(tids)} lanes)")
+    print(f"ok: plot {title!r}: {len(want)} bars equal the timeline's self times, a bar per lane")
     check_pixels(png, title, box, [TABLEAU[0]])
 
 
@@ -344,6 +358,16 @@ def scenario_render(distml, tmp):
 
     for n in with_timeline:
         check_rank_times(png, plots, n, f"{tmp}/runs/{n}/timeline.json")
+    # A span name has one colour in every run's plot: each scale's domain is every run's names.
+    names = set()
+    for n in with_timeline:
+        with open(f"{tmp}/runs/{n}/timeline.json") as f:
+            names |= {e["name"] for e in json.load(f)["traceEvents"] if e.get("ph") == "X"}
+    specs = specs_of(page)
+    for n in with_timeline:
+        domain = specs[f"time per rank: {n}"]["encoding"]["color"]["scale"]["domain"]
+        if domain != sorted(names):
+            fail(f"time per rank: {n}: colour domain {domain}, want every run's {sorted(names)}")
 
 
     # The comparison table: exact values in data-value, shown to 6 digits.
@@ -361,6 +385,14 @@ def scenario_render(distml, tmp):
                 fail(f"table {n} {key}: data-value {cell.group(1)} shown {cell.group(2)}, "
                      f"want {want!r} shown {shown}")
     print("ok: the table's test loss, steps, final train loss and steps/s equal the metrics")
+    # The settings on which the runs differ lead the table: here the strategy, and only it of
+    # the keys the two configs share with the same value.
+    settings = re.findall(r'<tr class="setting"><th>([^<]*)</th>(.*?)</tr>', dom)
+    strategy = dict(settings).get("strategy.name", "")
+    if "allreduce" not in strategy or "local_sgd" not in strategy or "data.path" in dict(settings):
+        fail(f"the table's differing settings: {settings}")
+    print(f"ok: the table leads with the {len(settings)} settings that differ: "
+          f"{[k for k, _ in settings]}")
 
 
 # --- what the commands write -------------------------------------------------------------------
@@ -467,7 +499,7 @@ def scenario_run_dirs(distml, tmp):
             f.write('{"ph": "X", "name": "st')
     run(distml, "report", a, "--out", f"{tmp}/attempts.html")
     rows = specs_of(f"{tmp}/attempts.html")["time per rank: attempts"]["data"]["values"]
-    got = {(r["rank"], r["name"]): r["seconds"] for r in rows}
+    got = {(r["rank"], r["lane"], r["name"]): r["seconds"] for r in rows}
     want = {k: 2 * v for k, v in FIXTURE_SECONDS.items()}
     # Sums of a few float64 durations of about 1e-3 s: rounding stays below 1e-17 s.
     if set(got) != set(want) or any(abs(got[k] - v) > 1e-12 for k, v in want.items()):

@@ -17,6 +17,7 @@
 
 #include "distml/core/error.h"
 #include "distml/core/preemption.h"
+#include "job_output.h"
 #include "launcher_orders.h"
 
 namespace distml::cli {
@@ -45,9 +46,10 @@ void on_signal(int sig) {
 
 struct Child {
   pid_t pid = -1;
-  int out = -1, err = -1;  // pipes when prefixing output
+  int out = -1, err = -1;  // its stdout and stderr, read by the launcher
   int orders = -1;         // the write end of its standard input, with ChildSpec::orders_on_stdin
   std::string out_buf, err_buf;
+  std::optional<StderrFilter> filter;
   std::string err_tail;  // the end of its stderr, when kept
   bool running = true;
   bool stopped = false;  // the launcher sent it SIGTERM to stop
@@ -107,13 +109,12 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
   ::sigprocmask(SIG_SETMASK, &none, nullptr);  // a signal held while the cluster was built
   ::signal(SIGPIPE, SIG_IGN);  // an order to a rank that has ended is an error, not the end
 
-  const bool piped = prefix_output || keep_stderr;
   const int count = static_cast<int>(specs.size());
   std::vector<Child> children(count);
   const pid_t launcher = ::getpid();
   for (int r = 0; r < count; ++r) {
     int out[2], err[2], orders[2];
-    if (piped && (::pipe(out) != 0 || ::pipe(err) != 0)) throw Error("distml launch: pipe failed");
+    if (::pipe(out) != 0 || ::pipe(err) != 0) throw Error("distml launch: pipe failed");
     // Close-on-exec: no other child may hold a rank's orders open after the launcher is gone.
     if (specs[r].orders_on_stdin && ::pipe2(orders, O_CLOEXEC) != 0)
       throw Error("distml launch: pipe failed");
@@ -126,11 +127,9 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != launcher) std::_Exit(128 + SIGKILL);
       ::setpgid(0, 0);
-      if (piped) {
-        ::dup2(out[1], 1);
-        ::dup2(err[1], 2);
-        ::close(out[0]), ::close(err[0]), ::close(out[1]), ::close(err[1]);
-      }
+      ::dup2(out[1], 1);
+      ::dup2(err[1], 2);
+      ::close(out[0]), ::close(err[0]), ::close(out[1]), ::close(err[1]);
       if (specs[r].orders_on_stdin) ::dup2(orders[0], 0);
       ::signal(SIGPIPE, SIG_DFL);
       for (const auto& [name, value] : specs[r].env) ::setenv(name.c_str(), value.c_str(), 1);
@@ -141,14 +140,13 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
       ::close(orders[0]);
       children[r].orders = orders[1];
     }
-    if (piped) {
-      ::close(out[1]), ::close(err[1]);
-      children[r].out = out[0];
-      children[r].err = err[0];
-    }
+    ::close(out[1]), ::close(err[1]);
+    children[r].out = out[0];
+    children[r].err = err[0];
   }
 
   JobEnd end;
+  for (auto& c : children) c.filter.emplace(end.errors);
   bool cause_killed = false;  // end.cause is a signal from outside the launcher
   auto deadline_kill = std::chrono::steady_clock::time_point::max();
   auto stop_others_at = std::chrono::steady_clock::time_point::max();  // after a failure
@@ -205,14 +203,16 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
             if (const auto grace = specs[r].teardown_grace(c.err_tail))
               c.teardown_by = std::min(c.teardown_by, std::chrono::steady_clock::now() + *grace);
         }
+        std::string text(buf, static_cast<std::size_t>(std::max<ssize_t>(n, 0)));
+        if (to == 2) text = n > 0 ? c.filter->take(text) : c.filter->finish();
         std::string& pending = to == 1 ? c.out_buf : c.err_buf;
-        if (n > 0 && !prefix_output) {
-          [[maybe_unused]] auto w = ::write(to, buf, n);
-        } else if (n > 0) {
-          pending.append(buf, n);
-          flush_lines(pending, to, r, false);
+        if (!prefix_output) {
+          [[maybe_unused]] auto w = ::write(to, text.data(), text.size());
         } else {
-          if (prefix_output) flush_lines(pending, to, r, true);
+          pending += text;
+          flush_lines(pending, to, r, n <= 0);
+        }
+        if (n <= 0) {
           ::close(*fd);
           *fd = -1;
         }
@@ -242,16 +242,16 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
           end.code = code;
           end.failed = index;
           end.cause = cat(specs[end.failed].name, " ", ending_of(status));
-          cause_killed = killed;
+          cause_killed = end.cause_killed = killed;
           // Preempted ranks end one by one once their checkpoint is written: let the others end.
           if (code == kPreemptedExitCode) {
             deadline_kill = std::chrono::steady_clock::now() + std::chrono::seconds(30);
             continue;
           }
-          std::fprintf(stderr,
-                       first ? "distml launch: %s; stopping the others\n"
-                             : "distml launch: %s, the cause of the failure above\n",
-                       end.cause.c_str());
+          // In the log: the launcher says the job's end once, when it is over (launch.cc).
+          LaunchLog::get().write(
+              cat("distml launch: ", end.cause,
+                  first ? "; stopping the others\n" : ", the cause of the failure above\n"));
           if (!first) continue;
           // A rank that exited with an error may have lost a peer whose end has not reached
           // the launcher yet (a remote shell reports it a moment later): for a second, a

@@ -15,13 +15,15 @@ namespace distml::cli {
 
 /// How a job's processes ended.
 struct JobEnd {
-  int code = 0;                // the first failing process's exit code, or 0
-  int failed = -1;             // its index
-  std::string cause;           // "rank 1 was killed by signal 9 (Killed)"
-  bool interrupted = false;    // a signal from outside was passed on to the processes
-  bool preempted = false;      // ... one that a rank of distml train takes as a preemption
-  bool asked_to_stop = false;  // the launcher's Watch asked them to checkpoint and stop
-  std::string stderr_tail;     // with keep_stderr: the end of what they wrote to stderr
+  int code = 0;                     // the first failing process's exit code, or 0
+  int failed = -1;                  // its index
+  std::string cause;                // "rank 1 was killed by signal 9 (Killed)"
+  bool cause_killed = false;        // ... killed by a signal from outside the launcher
+  bool interrupted = false;         // a signal from outside was passed on to the processes
+  bool preempted = false;           // ... one that a rank of distml train takes as a preemption
+  bool asked_to_stop = false;       // the launcher's Watch asked them to checkpoint and stop
+  std::string stderr_tail;          // with keep_stderr: the end of what they wrote to stderr
+  std::vector<std::string> errors;  // the error lines they wrote, held back (job_output.h)
 };
 
 /// How long a process that reported its job's failure may take to end before it is stopped
@@ -49,9 +51,11 @@ struct ChildSpec {
 using Watch = std::function<bool()>;
 
 /// Starts the processes, passes SIGINT, SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 on to them, and
-/// when one fails stops the others. With `prefix_output` each output line is prefixed with the
-/// process's index (its rank); with `keep_stderr` their output passes through pipes and the end of
-/// each one's stderr is kept in JobEnd::stderr_tail (for mpirun's account of which rank failed).
+/// when one fails stops the others. Their output passes through pipes, stderr tidied
+/// (job_output.h: error lines into JobEnd::errors, mpirun's report and the launcher's notes on
+/// stopping them into the launch log). With `prefix_output` each output line is prefixed with
+/// the process's index (its rank); with `keep_stderr` the end of each one's stderr is kept in
+/// JobEnd::stderr_tail (for mpirun's account of which rank failed).
 JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, bool keep_stderr,
                     const Watch& watch = {});
 

@@ -25,6 +25,7 @@
 #include "distml/core/run_id.h"
 #include "elastic_hosts.h"
 #include "hostfile.h"
+#include "job_output.h"
 #include "launcher_orders.h"
 #include "netns_cluster.h"
 #include "remote_shell.h"
@@ -122,6 +123,23 @@ TeardownGrace mpirun_teardown_grace(bool across_hosts) {
   };
 }
 
+// How a job's start ended, said once, as its last lines: the errors its ranks found, each
+// message once (every rank that read the same bad file says the same; job_output.h), the
+// cause last: the first error, or where a rank was killed, the launcher's account of it (the
+// others' errors then only follow from it); without errors, that account alone. First, where
+// the launcher kept something off the terminal (mpirun's report), where to find it.
+void say_how_it_ended(const JobEnd& end) {
+  if (end.code == 0) return;
+  if (const auto& log = LaunchLog::get().path(); !log.empty())
+    std::fprintf(stderr, "distml launch: details in %s\n", log.c_str());
+  auto errors = distinct_errors(end.errors);
+  const bool account_last = end.cause_killed || errors.empty();
+  if (!account_last) std::rotate(errors.begin(), errors.begin() + 1, errors.end());
+  for (const auto& e : errors) std::fprintf(stderr, "%s\n", e.c_str());
+  if (account_last && !end.cause.empty())
+    std::fprintf(stderr, "distml launch: %s\n", end.cause.c_str());
+}
+
 // Runs the job (start()), and after a failure runs it again while restarts are left: each
 // start's ranks find the count in DISTML_RESTARTS and resume from their newest checkpoint. With
 // --min-np what failed is not replaced: shrink(end) takes it out of the world and returns the
@@ -149,6 +167,7 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
     }
     // Preempted: by a signal to the launcher, or to the ranks alone (a scheduler's).
     if (end.code == 0 || end.interrupted || end.preempted || end.code == kPreemptedExitCode) {
+      if (end.code != kPreemptedExitCode) say_how_it_ended(end);
       if (end.code == kPreemptedExitCode)
         std::fprintf(stderr,
                      "distml launch: preempted; the ranks checkpointed: start the same command "
@@ -161,6 +180,7 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
                    "distml launch: %s: a usage or data error, the same at every start; not "
                    "restarted\n",
                    cause.c_str());
+      say_how_it_ended(end);
       return end.code;
     }
     if (o.restart_window_s > 0)
@@ -173,14 +193,17 @@ int supervise(const LaunchOptions& o, const std::function<JobEnd()>& start,
             stderr, "distml launch: %s; no restart left (%zu done%s)\n", cause.c_str(),
             restarted_at.size(),
             o.restart_window_s > 0 ? cat(" in the last ", o.restart_window_s, " s").c_str() : "");
+      say_how_it_ended(end);
       return end.code;
     }
     const int np = o.min_np > 0 ? shrink(end) : 0;
     if (o.min_np > 0 && np < o.min_np) {
       std::fprintf(stderr, "distml launch: %s; fewer than --min-np %s would be left\n",
                    cause.c_str(), counted(o.min_np, "rank").c_str());
+      say_how_it_ended(end);
       return end.code;
     }
+    say_how_it_ended(end);
     restarted_at.push_back(Clock::now());
     const std::string count = o.restart_window_s > 0
                                   ? cat(starts + 1, " (", restarted_at.size(), " of ", max_restarts,

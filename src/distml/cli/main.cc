@@ -52,6 +52,15 @@ static void die_with_launcher() {
   if (::getppid() != parent) std::_Exit(128 + SIGKILL);  // it died before the line above
 }
 
+// "rank R: " in a rank that a launcher started (its rank from gloo's, Open MPI's or Slurm's
+// variable), so that the launcher's one line about an error names the rank that found it.
+static std::string which_rank() {
+  if (!std::getenv(distml::cli::kLaunchedVar) && !std::getenv("SLURM_STEP_ID")) return {};
+  for (const char* var : {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"})
+    if (const char* rank = std::getenv(var)) return distml::cat("rank ", rank, ": ");
+  return {};
+}
+
 // A first word that names no command: CLI11 would say only "A subcommand is required".
 static void refuse_unknown_command(CLI::App& app, int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return;
@@ -122,7 +131,7 @@ int main(int argc, char** argv) {
     // every rank, so that the launcher ends the job at once. The stack is unwound already.
     const bool preempted = dynamic_cast<const distml::Preempted*>(&e);
     if (!preempted)
-      std::fprintf(stderr, "distml: error: %s\n", e.what());
+      std::fprintf(stderr, "distml: error: %s%s\n", which_rank().c_str(), e.what());
     else if (*e.what())  // one rank says it for all
       std::fprintf(stderr, "distml: %s\n", e.what());
     std::fflush(stdout);

@@ -154,12 +154,23 @@ void add_bytes_per_step(std::vector<Chart>& charts, const std::string& section,
   charts.push_back({section, title, std::move(spec)});
 }
 
-// A stacked bar per rank: the seconds each event name took (timeline_breakdown.h).
-void add_rank_times(std::vector<Chart>& charts, const std::string& section, const RunRecord& r) {
+// Every span name of the runs' timelines, in order: each has the same colour in every run's
+// plot (a plot's own names would take the scheme's colours in its own order).
+json span_names(const std::vector<RunRecord>& runs) {
+  std::set<std::string> names;
+  for (const RunRecord& r : runs)
+    for (const RankSeconds& t : r.timeline) names.insert(t.name);
+  return json(names);
+}
+
+// Stacked bars per rank, one per lane: the seconds each event name took (timeline_breakdown.h).
+void add_rank_times(std::vector<Chart>& charts, const std::string& section, const RunRecord& r,
+                    const json& names) {
   if (r.timeline.empty()) return;
   json rows = json::array(), ranks = json::array();
   for (const RankSeconds& t : r.timeline) {
-    rows.push_back({{"rank", t.rank_name}, {"name", t.name}, {"seconds", t.seconds}});
+    rows.push_back(
+        {{"rank", t.rank_name}, {"lane", t.lane}, {"name", t.name}, {"seconds", t.seconds}});
     if (ranks.empty() || ranks.back() != t.rank_name) ranks.push_back(t.rank_name);
   }
   const std::string title = "time per rank: " + r.name;
@@ -169,15 +180,19 @@ void add_rank_times(std::vector<Chart>& charts, const std::string& section, cons
        {{"$schema", kSchema},
         {"title", title},
         {"data", {{"values", std::move(rows)}}},
-        {"width", std::max(160, 50 * static_cast<int>(ranks.size()))},
+        {"width", std::max(160, 90 * static_cast<int>(ranks.size()))},
         {"height", kPanelHeight},
         {"mark", {{"type", "bar"}, {"tooltip", true}}},
         {"encoding",
          {{"x", {{"field", "rank"}, {"type", "nominal"}, {"sort", ranks}}},
+          // A bar per lane, side by side: lanes overlap in time, so their stacks do not add.
+          {"xOffset", {{"field", "lane"}, {"type", "nominal"}}},
           {"y", {{"field", "seconds"}, {"type", "quantitative"}, {"stack", "zero"}}},
           // 20 colours: a training timeline has about a dozen span names.
           {"color",
-           {{"field", "name"}, {"type", "nominal"}, {"scale", {{"scheme", "tableau20"}}}}}}}}});
+           {{"field", "name"},
+            {"type", "nominal"},
+            {"scale", {{"scheme", "tableau20"}, {"domain", names}}}}}}}}});
 }
 
 }  // namespace
@@ -201,7 +216,8 @@ std::vector<Chart> report_charts(const std::vector<RunRecord>& runs) {
                 {"steps_per_sec", "samples_per_sec", "env_steps_per_sec"});
   add_communication(charts, speed, runs);
   add_bytes_per_step(charts, speed, runs);
-  for (const RunRecord& r : runs) add_rank_times(charts, ranks, r);
+  const json names = span_names(runs);
+  for (const RunRecord& r : runs) add_rank_times(charts, ranks, r, names);
   return charts;
 }
 

@@ -1,14 +1,17 @@
 #include "report_page.h"
 
-#include "distml/core/installed_path.h"
-
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <map>
+#include <set>
 #include <sstream>
 
+#include "distml/core/config_schema.h"
 #include "distml/core/error.h"
 #include "distml/core/installed_path.h"
 
@@ -35,10 +38,13 @@ std::string read_script(const fs::path& path) {
   return s;
 }
 
+// 6 significant digits ("%g"), but whole numbers of a million and more in full (5335090, not
+// 5.33509e+06).
 std::string number_text(const json& v) {
   if (v.is_number_integer() || v.is_number_unsigned()) return v.dump();
-  char text[32];
-  std::snprintf(text, sizeof text, "%.6g", v.get<double>());
+  const double x = v.get<double>();
+  char text[40];
+  std::snprintf(text, sizeof text, std::fabs(x) >= 1e6 && std::fabs(x) < 1e15 ? "%.0f" : "%.6g", x);
   return text;
 }
 
@@ -67,6 +73,59 @@ json derived(const RunRecord& r, const std::string& key) {
   if (key == "hidden_comm_s" && num("comm_time_s") && num("overlap_fraction"))
     return d["comm_time_s"].get<double>() * d["overlap_fraction"].get<double>();
   return nullptr;
+}
+
+// A run's config.toml as "section.key" -> its value's text; empty where there is none or it
+// does not parse (the page still shows the file).
+std::map<std::string, std::string> settings_of(const RunRecord& r) {
+  std::map<std::string, std::string> out;
+  if (r.config.empty()) return out;
+  toml::table doc;
+  try {
+    doc = config::parse_document(r.config, r.dir + "/config.toml");
+  } catch (const std::exception&) {
+    return out;
+  }
+  const std::function<void(const toml::table&, const std::string&)> walk =
+      [&](const toml::table& t, const std::string& prefix) {
+        for (const auto& [key, node] : t) {
+          const std::string name = prefix + std::string(key.str());
+          if (const auto* inner = node.as_table()) {
+            walk(*inner, name + ".");
+            continue;
+          }
+          const auto* text = node.as_string();  // a name as itself, not quoted
+          out[name] = text ? text->get() : config::describe(node);
+        }
+      };
+  walk(doc, "");
+  return out;
+}
+
+// The table's rows of the settings on which the runs differ (set in some runs only, or to
+// different values): what makes them differ, before what they measured.
+std::string differing_settings(const std::vector<RunRecord>& runs) {
+  if (runs.size() < 2) return {};
+  std::vector<std::map<std::string, std::string>> settings;
+  std::set<std::string> keys;
+  for (const RunRecord& r : runs) {
+    settings.push_back(settings_of(r));
+    for (const auto& [k, v] : settings.back()) keys.insert(k);
+  }
+  std::string rows;
+  for (const std::string& key : keys) {
+    const auto value = [&](std::size_t i) {
+      const auto it = settings[i].find(key);
+      return it == settings[i].end() ? json(nullptr) : json(it->second);
+    };
+    bool differs = false;
+    for (std::size_t i = 1; i < runs.size(); ++i) differs = differs || value(i) != value(0);
+    if (!differs) continue;
+    rows += "<tr class=\"setting\"><th>" + html_escape(key) + "</th>";
+    for (std::size_t i = 0; i < runs.size(); ++i) rows += cell(runs[i], key, value(i));
+    rows += "</tr>\n";
+  }
+  return rows;
 }
 
 }  // namespace
@@ -110,7 +169,7 @@ std::string comparison_table(const std::vector<RunRecord>& runs) {
   std::string t = "<table id=\"comparison\">\n<tr><th>done line</th>";
   for (const RunRecord& r : runs)
     t += "<th data-run=\"" + html_escape(r.name) + "\">" + html_escape(r.name) + "</th>";
-  t += "</tr>\n";
+  t += "</tr>\n" + differing_settings(runs);
   for (std::size_t i = 0; i < keys.size(); ++i) {
     std::string row = "<tr><th>" + html_escape(keys[i]) + "</th>";
     bool any = false;

@@ -121,12 +121,12 @@ std::vector<std::pair<std::string, nlohmann::json>> read_traces(const fs::path& 
   return traces;
 }
 
-// Adds `more` into `total`: the seconds of the same rank and event name summed, in the order
-// rank_breakdown sorts them.
+// Adds `more` into `total`: the seconds of the same rank, lane and event name summed, in the
+// order rank_breakdown sorts them.
 void add_seconds(std::vector<RankSeconds>& total, const std::vector<RankSeconds>& more) {
   for (const auto& m : more) {
     const auto same = std::find_if(total.begin(), total.end(), [&](const RankSeconds& t) {
-      return t.rank == m.rank && t.name == m.name;
+      return t.rank == m.rank && t.lane == m.lane && t.name == m.name;
     });
     if (same != total.end())
       same->seconds += m.seconds;
@@ -134,7 +134,7 @@ void add_seconds(std::vector<RankSeconds>& total, const std::vector<RankSeconds>
       total.push_back(m);
   }
   std::sort(total.begin(), total.end(), [](const RankSeconds& a, const RankSeconds& b) {
-    return std::tie(a.rank, a.name) < std::tie(b.rank, b.name);
+    return std::tie(a.rank, a.lane, a.name) < std::tie(b.rank, b.lane, b.name);
   });
 }
 

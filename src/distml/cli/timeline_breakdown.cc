@@ -57,6 +57,7 @@ std::vector<RankSeconds> rank_breakdown(const nlohmann::json& trace, const std::
   if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
     throw DataError(cat(source, ": expected a Chrome trace, {\"traceEvents\": [...]}"));
   std::map<int, std::string> rank_names;
+  std::map<std::pair<int, long long>, std::string> lane_names;     // (pid, tid)
   std::map<std::pair<int, long long>, std::vector<Span>> threads;  // (pid, tid)
   const auto& events = trace["traceEvents"];
   for (size_t i = 0; i < events.size(); ++i) {
@@ -66,19 +67,28 @@ std::vector<RankSeconds> rank_breakdown(const nlohmann::json& trace, const std::
     const int pid = static_cast<int>(whole(e, "pid", source, i));
     if (ph == "M" && e.value("name", "") == "process_name" && e.contains("args"))
       rank_names[pid] = e["args"].value("name", "");
+    if (ph == "M" && e.value("name", "") == "thread_name" && e.contains("args"))
+      lane_names[{pid, whole(e, "tid", source, i)}] = e["args"].value("name", "");
     if (ph != "X") continue;
     const double ts = number(e, "ts", source, i), dur = number(e, "dur", source, i);
     threads[{pid, whole(e, "tid", source, i)}].push_back({ts, ts + dur, e.value("name", "?")});
   }
-  std::map<int, std::map<std::string, double>> by_rank;
-  for (auto& [thread, spans] : threads) add_self_times(std::move(spans), by_rank[thread.first]);
   std::vector<RankSeconds> out;
-  for (const auto& [rank, names] : by_rank) {
-    const auto named = rank_names.find(rank);
+  for (auto& [thread, spans] : threads) {
+    std::map<std::string, double> seconds;
+    add_self_times(std::move(spans), seconds);
+    const auto [pid, tid] = thread;
+    const auto named = rank_names.find(pid);
     const std::string rank_name =
-        named != rank_names.end() && !named->second.empty() ? named->second : cat("rank ", rank);
-    for (const auto& [name, seconds] : names) out.push_back({rank, rank_name, name, seconds});
+        named != rank_names.end() && !named->second.empty() ? named->second : cat("rank ", pid);
+    const auto lane = lane_names.find(thread);
+    const std::string lane_name =
+        lane != lane_names.end() && !lane->second.empty() ? lane->second : cat("thread ", tid);
+    for (const auto& [name, s] : seconds) out.push_back({pid, rank_name, lane_name, name, s});
   }
+  std::sort(out.begin(), out.end(), [](const RankSeconds& a, const RankSeconds& b) {
+    return std::tie(a.rank, a.lane, a.name) < std::tie(b.rank, b.lane, b.name);
+  });
   return out;
 }
 

@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# A newcomer's first hour: each mistake of the kind a new user makes gets one clear error, the
+# exact words checked here, with exit code 2, no stack trace and no mpirun text on the terminal.
+# Usage: first_hour.sh DISTML
+set -uo pipefail
+distml=$1
+here=$(cd "$(dirname "$0")" && pwd)
+python=/usr/bin/python3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+source "$here/cli_lib.sh"
+cd "$dir" || exit 1
+"$python" "$here/make_idx.py" idx >/dev/null
+cat >lenet.toml <<TOML
+[data]
+dataset = "mnist"
+path = "idx"
+[train]
+batch_size = 16
+max_steps = 8
+eval_every = 4
+TOML
+"$python" - <<'PY'
+import numpy as np, torch
+rng = np.random.default_rng(0)
+x = rng.normal(size=(60, 4)).astype(np.float32)
+y = (x[:, 0] > 0).astype(np.int64) + 2 * (x[:, 1] > 0)
+np.savez("d.npz", x=x, y=y)
+y[7] = 6  # a class the 4-output model below does not have
+np.savez("bad_label.npz", x=x, y=y)
+with open("named.csv", "w") as f:
+    f.write("a,b,label\n")
+    for i in range(30):
+        f.write(f"{x[i, 0]},{x[i, 1]},{'yes' if y[i] % 2 else 'no'}\n")
+model = torch.nn.Linear(4, 4)
+torch.jit.script(model).save("scripted.pt")
+torch.save(model, "pickled.pt")
+PY
+
+# The error of a run's ranks, whatever the engine and form: once, as the last line, naming the
+# rank, with mpirun's report in the launcher's log.
+one_error() {  # one_error PATTERN CMD...
+  local pattern=$1 out rc
+  shift
+  out=$("$@" 2>&1)
+  rc=$?
+  [[ $rc -eq 2 ]] || fail "expected exit 2, got $rc from: $*"$'\n'"$out"
+  local last
+  last=$(tail -n 1 <<<"$out")
+  [[ $last == "distml: error: rank "[0-9]": "* && $last == *"$pattern"* ]] ||
+    fail "the last line of '$*' is not the error naming a rank and '$pattern':"$'\n'"$out"
+  [[ $(grep -cF -- "$pattern" <<<"$out") -eq 1 ]] || fail "the error is said more than once:"$'\n'"$out"
+  grep -qiE -- "mpirun|-{20}|frame #" <<<"$out" && fail "mpirun's text or a stack trace:"$'\n'"$out"
+  echo "ok: '$*': one line: $last"
+}
+for engine in mpi gloo; do
+  one_error "/nonexistent/mnist/train-images-idx3-ubyte[.gz] not found" \
+    "$distml" train --config lenet.toml --np 2 --engine "$engine" --set data.path=/nonexistent/mnist
+done
+one_error "strategy.alpha = 0.9 with 2 ranks: EASGD needs alpha x world size <= 1" "$distml" train --config lenet.toml --np 2 \
+  --set strategy.name=easgd --set strategy.alpha=0.9
+printf 'a,b,label\n1,2,x\n3\n' >short.csv
+one_error "short.csv:3" "$distml" fit logreg --data short.csv --np 2
+
+# Every path the run writes is checked before it trains.
+expect 2 "train.export: cannot write in /proc/nope" \
+  "$distml" train --config lenet.toml --set train.export=/proc/nope/w.pt
+touch a_file
+expect 2 "train.checkpoint_dir: cannot write in a_file/ckpt (Not a directory)" \
+  "$distml" train --config lenet.toml --set train.checkpoint_dir=a_file/ckpt \
+  --set train.checkpoint_every=4
+expect 2 "--model-out: cannot write in a_file" "$distml" fit logreg --data named.csv \
+  --model-out a_file/m.json
+
+# Each evaluation shows its task's metrics only.
+out=$("$distml" train --config lenet.toml 2>&1) || fail "train: $out"
+grep -q "test accuracy" <<<"$out" && ! grep -q "R^2" <<<"$out" ||
+  fail "a classification run's lines: $out"
+out=$("$distml" train --config lenet.toml --json) || fail "train --json: $out"
+grep '"event":"eval"' <<<"$out" | grep -q '"test_accuracy"' &&
+  ! grep -q '"test_r2"\|"test_mse"' <<<"$out" || fail "a classification run's events: $out"
+echo "ok: classification shows accuracy, no R^2 or MSE"
+
+# A model saved with torch.save, and class ids beyond the model's outputs.
+npz_run() {  # npz_run DATA MODEL
+  printf '[data]\ndataset = "npz"\npath = "%s"\n[model]\nname = "torchscript"\npath = "%s"\n[train]\nbatch_size = 8\nmax_steps = 2\n' "$1" "$2" >npz.toml
+  "$distml" train --config npz.toml
+}
+expect 2 'pickled.pt: written by torch.save (a pickled module or a state_dict), not TorchScript; distml runs a scripted module: in Python, torch.jit.script(model).save("pickled.pt")' \
+  npz_run d.npz pickled.pt
+expect 2 "bad_label.npz: training sample 7 has label 6, but the model gives 4 classes (ids 0..3); the TorchScript model scripted.pt must give one output per class" \
+  npz_run bad_label.npz scripted.pt
+
+# A misspelt command, predictions without --out, and fit's formats.
+expect 2 "unknown command 'trian'; did you mean 'train'?" "$distml" trian --config lenet.toml
+"$distml" fit logreg --data named.csv --model-out m.json >/dev/null || fail "fit"
+out=$("$distml" predict --model m.json --data named.csv 2>/dev/null) || fail "predict"
+[[ $(head -n 1 <<<"$out") == prediction && $(wc -l <<<"$out") -eq 31 ]] ||
+  fail "predict without --out: not the CSV on standard output: $out"
+echo "ok: predict without --out writes its CSV to standard output"
+expect 2 "d.npz: a zip archive (NumPy's .npz?); fit and predict read CSV" \
+  "$distml" fit logreg --data d.npz
+expect 2 "--label none: logistic_regression learns from labels" \
+  "$distml" fit logreg --data named.csv --label none
+
+# Paper cuts.
+expect 0 "Usage: distml train [OPTIONS]" "$distml" train --help
+"$distml" fit --help | grep -q "resum" && fail "fit --help speaks of resuming"
+"$distml" fit kmeans --data named.csv --label label --set k=2 --run-dir run >/dev/null || fail "fit"
+expect 0 '"event":"done"' "$distml" report run --out report.html --json
+expect 0 "on 1 rank)" "$distml" fit logreg --data named.csv
+"$distml" train --config lenet.toml --set train.checkpoint_dir=ck --set train.checkpoint_every=4 \
+  >/dev/null || fail "train with checkpoints"
+expect 0 "resuming from ck/checkpoint-000000000008.dml at step 8" "$distml" train \
+  --config lenet.toml --set train.max_steps=12 --resume ck
+echo "ok: all"
