@@ -45,8 +45,9 @@ out=$("$distml" launch --netns-cluster 2x2 -- "$mpi_tests" \
 grep -q "PASSED" <<<"$out" || fail "collectives did not pass:"$'\n'"$out"
 echo "ok: every collective across 2 hosts x 2 ranks (mpi)"
 
-# Training: gloo across the hosts; mpi with PowerSGD through 100 Mbit/s links.
-for run in "--engine gloo" "--engine mpi --bandwidth 100mbit"; do
+# Training: mpi with PowerSGD through 100 Mbit/s links (gloo trains across emulated hosts in
+# ops.restart.elastic.netns, its ranks started by distml launch itself).
+for run in "--engine mpi --bandwidth 100mbit"; do
   # shellcheck disable=SC2086
   out=$("$distml" launch --netns-cluster 2x2 $run -- "$distml" train --config "$dir/lenet.toml" \
     --set compress.name=powersgd 2>&1) || fail "train $run:"$'\n'"$out"
