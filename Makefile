@@ -64,6 +64,7 @@ bench: build data
 	bash bench/rl.sh
 	bash bench/timeline.sh
 	/usr/bin/python3 bench/ml_speed.py
+	/usr/bin/python3 tests/cli/doc_commands.py $(BUILD)/distml . --all
 	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full
 	/usr/bin/python3 bench/compress_accuracy.py
 	/usr/bin/python3 bench/compress_link.py

@@ -598,9 +598,9 @@ void add_restart_options(CLI::App& command, LaunchOptions& o, bool elastic) {
   if (!elastic) return;
   command
       .add_option("--min-np", o.min_np,
-                  "gloo on one machine or on --netns-cluster: a lost rank (or its emulated host) "
-                  "is not replaced; the job resumes from its checkpoint with the ranks left while "
-                  "at least M remain (elastic)")
+                  "gloo only: a lost rank (across hosts, its host) is not replaced; the job "
+                  "resumes from its checkpoint with the ranks left while at least M remain "
+                  "(elastic)")
       ->check(CLI::PositiveNumber);
 }
 
