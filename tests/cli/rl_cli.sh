@@ -78,12 +78,11 @@ done
 out=$(rl impala --env pendulum "${quick[@]}" --json 2>"$dir/err") || fail "impala pendulum: $(cat "$dir/err")"
 check_done impala pendulum "$out"
 
-# An environment of the user's own, as a process speaking JSON lines (exec:COMMAND).
+# An environment of the user's own, as a process speaking JSON lines (exec:COMMAND), its copies
+# (processes) stepped on two worker threads, double-buffered (with one worker, as docs/rl.md
+# shows it, in cli.DocsCommandsRunAsShown).
 here=$(cd "$(dirname "$0")" && pwd)
 corridor="exec:/usr/bin/python3 $here/../../examples/rl/exec/corridor.py"
-out=$(rl ppo --env "$corridor" "${quick[@]}" --json 2>"$dir/err") || fail "exec corridor: $(cat "$dir/err")"
-check_done ppo "$corridor" "$out"
-# The same with its copies (processes) stepped on two worker threads, double-buffered.
 out=$(rl ppo --env "$corridor" "${quick[@]}" --set run.env_workers=2 --json 2>"$dir/err") ||
   fail "exec corridor, 2 env workers: $(cat "$dir/err")"
 check_done ppo "$corridor" "$out"
