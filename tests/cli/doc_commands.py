@@ -101,17 +101,17 @@ def why_not_run(argv, repo):
         previous = argv[i - 1] if i else ""
         if previous in OUTPUT_FLAGS or w.startswith(OUTPUT_KEYS) or previous == "--resume":
             continue
-        if w.startswith("data.dataset=") or (previous == "--config" and value.endswith(".toml")):
-            pass
         if re.search(r"\.(toml|csv|json|pt|npz|sh|py)$|/", value) and not value.startswith("-") \
                 and not os.path.exists(os.path.join(repo, value.split(":")[-1].split(" ")[-1])):
             return f"reads {value}, which the doc's reader makes"
     config = argv[argv.index("--config") + 1] if "--config" in argv else None
     if config:
-        dataset = re.search(r'^dataset\s*=\s*"([^"]+)"', open(os.path.join(repo, config)).read(),
-                            re.M)
+        text = open(os.path.join(repo, config)).read()
+        dataset = re.search(r'^dataset\s*=\s*"([^"]+)"', text, re.M)
         if dataset and dataset.group(1) not in DATA_SETS:
-            return f"data set {dataset.group(1)}, not in a fresh clone"
+            path = re.search(r'^path\s*=\s*"([^"]+)"', text, re.M)
+            return (f"its data ({dataset.group(1)} at {path.group(1) if path else '?'}) is not in "
+                    f"a fresh clone")
     return None
 
 

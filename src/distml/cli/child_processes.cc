@@ -147,7 +147,6 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
 
   JobEnd end;
   for (auto& c : children) c.filter.emplace(end.errors);
-  bool cause_killed = false;  // end.cause is a signal from outside the launcher
   auto deadline_kill = std::chrono::steady_clock::time_point::max();
   auto stop_others_at = std::chrono::steady_clock::time_point::max();  // after a failure
   int running = count;
@@ -237,12 +236,12 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
         const bool killed = (WIFSIGNALED(status) &&
                              !(c.stopped && WTERMSIG(status) == (c.killed ? SIGKILL : SIGTERM))) ||
                             (WIFEXITED(status) && code > 128 && !c.stopped);
-        if (code != 0 && (end.code == 0 || (killed && !cause_killed && end.failed != index))) {
+        if (code != 0 && (end.code == 0 || (killed && !end.cause_killed && end.failed != index))) {
           const bool first = end.code == 0;
           end.code = code;
           end.failed = index;
           end.cause = cat(specs[end.failed].name, " ", ending_of(status));
-          cause_killed = end.cause_killed = killed;
+          end.cause_killed = killed;
           // Preempted ranks end one by one once their checkpoint is written: let the others end.
           if (code == kPreemptedExitCode) {
             deadline_kill = std::chrono::steady_clock::now() + std::chrono::seconds(30);

@@ -20,6 +20,7 @@ nlohmann::json test_metrics(const EvalMetrics& m, const std::string& loss, TaskK
 nlohmann::json Objective::test_metrics(const EvalMetrics& m) const {
   return train::test_metrics(m, loss_, kind_);
 }
+
 namespace {
 
 namespace F = torch::nn::functional;
@@ -245,13 +246,17 @@ void Objective::check_fits(nn::Model& model, const data::Dataset& train) const {
   torch::NoGradGuard no_grad;
   model.train(false);  // no BatchNorm statistics move
   try {
-    // Class ids the model has no output for: named here, not by LibTorch's "Target 4 is out of
-    // bounds" at the first batch that holds one.
-    if (loss_ == "cross_entropy" && kind_ == TaskKind::classify) {
-      const auto prediction = model.forward(model_input(rows_of(train, 0, n)));
-      check_labels(train, prediction.size(-1));
+    const Rows rows = rows_of(train, 0, n);
+    if (loss_ == "model") {
+      evaluate(model, rows, true);
+    } else {  // evaluate()'s way, with the prediction's width in hand
+      const auto prediction = model.forward(model_input(rows));
+      // Class ids the model has no output for: named here, not by LibTorch's "Target 4 is out
+      // of bounds" at the first batch that holds one.
+      if (loss_ == "cross_entropy" && kind_ == TaskKind::classify)
+        check_labels(train, prediction.size(-1));
+      score(prediction, rows, true);
     }
-    evaluate(model, rows_of(train, 0, n), true);
   } catch (const DataError&) {
     model.train(true);
     throw;
