@@ -4,7 +4,7 @@ NP ?= 2
 
 PREFIX ?= /usr/local
 
-.PHONY: all setup setup-run setup-mnist build run test test-kernels bench data format clean install fuzz
+.PHONY: all setup setup-run setup-mnist setup-fuzz build run test test-kernels bench data format clean install fuzz
 
 all: build
 
@@ -17,6 +17,9 @@ setup-run:
 
 setup-mnist:
 	@bash scripts/setup.sh --for run --mnist
+
+setup-fuzz:
+	@bash scripts/setup.sh --for fuzz
 
 $(BUILD)/build.ninja:
 	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release
@@ -72,10 +75,10 @@ bench: build data
 # Builds the libFuzzer targets with clang++ into $(BUILD)/fuzz and runs each for FUZZ_SECONDS
 # on a copy of its seed corpus; fails on any crash, leak, hang or sanitizer report (docs/operations.md).
 FUZZ_SECONDS ?= 60
-fuzz: setup $(BUILD)/build.ninja
+fuzz: setup-fuzz $(BUILD)/build.ninja
 	@ninja -C $(BUILD) distml_comm distml_nn
 	bash fuzz/build.sh $(BUILD)/fuzz $(BUILD)
-	@fail=0; for t in $$(cat fuzz/targets.txt fuzz/targets_make_fuzz.txt); do \
+	@fail=0; for t in $$(cat fuzz/targets.txt); do \
 	  bash fuzz/run.sh $(BUILD)/fuzz $$t $(FUZZ_SECONDS) || fail=1; done; exit $$fail
 
 data: setup-run

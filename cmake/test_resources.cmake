@@ -3,8 +3,7 @@
 # children's CPU seconds over its wall seconds): almost every test keeps one core busy or less,
 # so two run side by side in about half the time; a few keep both busy and run alone.
 #
-#  - On every core (PROCESSORS 2, so alone on 2 cores): above 1.35 cores measured, and the
-#    tests that compile (fuzz.build, the custom loop) with a build tool's parallel jobs.
+#  - On every core (PROCESSORS 2, so alone on 2 cores): above 1.35 cores measured.
 #  - Against a deadline (RESOURCE_LOCK deadline: never two at once): tests whose verdict is a
 #    time limit (a stalled or lost rank named, a job ended, a process started within so many
 #    seconds). They mostly wait; beside them runs at most one other test, on the other core.
@@ -19,8 +18,6 @@ set(DISTML_TESTS_ON_EVERY_CORE
     "^cli\\.ProgramConnectsWithTheLaunchersEngine\\.mpi$"
     "^cli\\.rl\\.OwnEnvironment$"
     "^cli\\.train\\.StrategiesMpiThreeRanks$"
-    "^cli\\.CustomLoopBuildsAgainstTheInstalledPackage$"
-    "^fuzz\\.build$"
     "^gloo\\.WorldSizes/GlooCollectives$"
     "^ml\\.LogisticRegression$"
     "^ml\\.RandomForest$"
@@ -30,9 +27,7 @@ set(DISTML_TESTS_ON_EVERY_CORE
     "^rl\\.Learning$"
     "^rl\\.VectorEnv$"
     "^rl\\.ExecEnv$"  # its environment processes must start within 0.5 s
-    "^train\\.ModelsOptimizersWorlds/ZeroEquivalence$"
     "^train\\.WorkersServers/PsBsp$"
-    "^train\\.ZeroStrategy$"
     "^unit\\.HostsByRanks/HierarchicalAllreduce$"
     "^unit\\.WorldSizes/LocalCollectives$")
 set(DISTML_TESTS_AGAINST_A_DEADLINE

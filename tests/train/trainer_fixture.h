@@ -48,6 +48,9 @@ inline TrainConfig config_for(const std::string& model, const std::string& optim
   TrainConfig c;
   c.train.dtype = "float64";
   c.model.name = model;
+  // Narrower than the built-in MLP's 1024 and 512: the same sums in kind at a tenth of the
+  // parameters (109 K against 1.3 M), a tenth of each step's time, and still several buckets.
+  c.model.mlp_layers = {784, 128, 64, 10};
   c.optim.name = optim;
   c.optim.lr = optim == "sgd" ? 0.05 : 1e-3;
   c.optim.momentum = optim == "sgd" ? 0.9 : 0.0;
