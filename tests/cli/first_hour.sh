@@ -37,22 +37,6 @@ torch.jit.script(model).save("scripted.pt")
 torch.save(model, "pickled.pt")
 PY
 
-# The error of a run's ranks, whatever the engine and form: once, as the last line, naming the
-# rank, with mpirun's report in the launcher's log.
-one_error() {  # one_error PATTERN CMD...
-  local pattern=$1 out rc
-  shift
-  out=$("$@" 2>&1)
-  rc=$?
-  [[ $rc -eq 2 ]] || fail "expected exit 2, got $rc from: $*"$'\n'"$out"
-  local last
-  last=$(tail -n 1 <<<"$out")
-  [[ $last == "distml: error: rank "[0-9]": "* && $last == *"$pattern"* ]] ||
-    fail "the last line of '$*' is not the error naming a rank and '$pattern':"$'\n'"$out"
-  [[ $(grep -cF -- "$pattern" <<<"$out") -eq 1 ]] || fail "the error is said more than once:"$'\n'"$out"
-  grep -qiE -- "mpirun|-{20}|frame #" <<<"$out" && fail "mpirun's text or a stack trace:"$'\n'"$out"
-  echo "ok: '$*': one line: $last"
-}
 for engine in mpi gloo; do
   one_error "/nonexistent/mnist/train-images-idx3-ubyte[.gz] not found" \
     "$distml" train --config lenet.toml --np 2 --engine "$engine" --set data.path=/nonexistent/mnist
@@ -61,6 +45,30 @@ one_error "strategy.alpha = 0.9 with 2 ranks: EASGD needs alpha x world size <= 
   --set strategy.name=easgd --set strategy.alpha=0.9
 printf 'a,b,label\n1,2,x\n3\n' >short.csv
 one_error "short.csv:3" "$distml" fit logreg --data short.csv --np 2
+# An exec: environment whose answers do not match its declared observation space.
+cat >wrong_size_env.py <<PY
+import sys
+sys.path.insert(0, "$here/../../examples/rl/exec")
+import distml_env
+class DeclaresTwoSendsOne:
+    observation_space = distml_env.Box([0.0, 0.0], [1.0, 1.0])
+    action_space = distml_env.Discrete(2)
+    def reset(self, seed=None): return [0.5], {}
+    def step(self, action): return [0.5], 0.0, False, False, {}
+distml_env.serve(DeclaresTwoSendsOne())
+PY
+one_error 'its answer needs "observation": 2 numbers; got {"observation":[0.5]}' \
+  "$distml" rl ppo --env "exec:$python wrong_size_env.py" --np 2 --set run.env_steps=2000
+
+# MASTER_PORT held by another process (another job's rendezvous): rank 0 says so, before c10d's
+# log lines.
+coproc holder { exec "$python" -c 'import socket, time
+s = socket.socket(); s.bind(("0.0.0.0", 0)); s.listen(); print(s.getsockname()[1], flush=True)
+time.sleep(120)'; }
+read -r port <&"${holder[0]}"
+one_error "MASTER_PORT=$port is in use on this host" env MASTER_PORT="$port" \
+  "$distml" train --config lenet.toml --np 2 --engine gloo
+kill "$holder_PID"
 
 # Every path the run writes is checked before it trains.
 expect 2 "train.export: cannot write in /proc/nope" \

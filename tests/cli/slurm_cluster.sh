@@ -13,7 +13,7 @@ distml=$(realpath "$1") example=$(realpath "$2")
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
 skip() { echo "SKIPPED: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+source "$here/cli_lib.sh"
 
 for tool in slurmctld slurmd srun salloc sbatch sinfo scontrol; do
   command -v "$tool" >/dev/null || skip "$tool not found (Debian packages slurmctld, slurmd)"
@@ -159,6 +159,12 @@ rc=$?
 echo "ok: salloc: a rank's exit code 7 is the job's"
 run_done "salloc -n 2 distml train --np 2 (mpi, relaunched under srun)" \
   salloc -t 1 -n 2 "${train[@]}" --np 2
+# An error the ranks find, once, as the last line, srun's report kept in the launcher's log
+# (salloc -Q: salloc's own lines about the allocation are not distml's to tidy).
+for engine in mpi gloo; do
+  one_error "/nonexistent/train-images-idx3-ubyte[.gz] not found" timeout 60 salloc -Q -t 1 -n 2 \
+    "${train[@]}" --np 2 --engine "$engine" --set data.path=/nonexistent
+done
 
 # The sbatch example, as committed, on 2 tasks of 1 CPU.
 out=$(cd "$dir" && timeout 90 sbatch --wait -n 2 -c 1 -t 1 -o "$dir/batch.out" \

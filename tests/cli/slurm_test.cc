@@ -78,5 +78,23 @@ TEST(SrunCommand, RefusesAnUnknownCountAndNestingInATask) {
   EXPECT_NO_THROW(srun_command(o, task));
 }
 
+// The words are Slurm 22.05's (Debian 12), as the one-node cluster test sees them.
+TEST(SrunFailure, NamesTheFailedTaskAsARank) {
+  // The first failure is the job's: srun then kills the other task (143), and exits with the
+  // highest code.
+  const auto exited = srun_failure(
+      "srun: error: node1: task 1: Exited with exit code 2\n"
+      "srun: launch/slurm: _step_signal: Terminating StepId=9.0\n"
+      "srun: error: node1: task 0: Terminated\n");
+  ASSERT_TRUE(exited);
+  EXPECT_EQ(exited->cause, "rank 1 on node1 exited with code 2");
+  EXPECT_EQ(exited->code, 2);
+  const auto killed = srun_failure("srun: error: node2: tasks 0-1: Killed\n");
+  ASSERT_TRUE(killed);
+  EXPECT_EQ(killed->cause, "rank 0 on node2 ended: Killed");
+  EXPECT_FALSE(killed->code);
+  EXPECT_FALSE(srun_failure("srun: Job step aborted: Waiting up to 32 seconds\n"));
+}
+
 }  // namespace
 }  // namespace distml::cli

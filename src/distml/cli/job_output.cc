@@ -12,17 +12,47 @@ namespace {
 
 constexpr std::string_view kErrorPrefix = "distml: error: ";
 
+// A line's text without the tag a launcher put before it: srun --label's "0: " (padded as
+// " 0: " for ten tasks and more), mpirun --tag-output's "[1,0]<stderr>:".
+std::string_view untagged(std::string_view line) {
+  const auto start = line.find_first_not_of(' ');
+  const auto end = line.find_first_not_of("0123456789", start);
+  if (start != std::string_view::npos && end != std::string_view::npos && end > start &&
+      line.substr(end, 2) == ": ")
+    return line.substr(end + 2);
+  if (line.starts_with('[')) {
+    if (const auto tag_end = line.find(">:"); tag_end != std::string_view::npos &&
+                                              line.substr(0, tag_end).find(']') != std::string_view::npos)
+      return line.substr(tag_end + 2);
+  }
+  return line;
+}
+
+// Slurm's own account of a step (srun's notes and errors, slurmstepd's cancellation, which
+// Slurm 22.05 signs "slurmstepd-HOST: ").
+bool is_slurm_report(std::string_view line) {
+  return line.starts_with("srun: ") || line.starts_with("slurmstepd: ") ||
+         line.starts_with("slurmstepd-");
+}
+
 bool is_dashes(std::string_view line) {
   return line.size() >= 20 && line.find_first_not_of('-') == std::string_view::npos;
 }
 
-// Whether `start` could still become a line that is held back (an error, a line of dashes).
+// Whether `start` could still become a line that is held back (an error, a line of dashes,
+// Slurm's report), tagged or not.
 bool may_be_held(std::string_view start) {
+  const std::string_view text = untagged(start);
   const auto prefix_of = [&](std::string_view whole) {
-    return whole.substr(0, std::min(start.size(), whole.size())) ==
-           start.substr(0, std::min(start.size(), whole.size()));
+    const std::size_t n = std::min(text.size(), whole.size());
+    return whole.substr(0, n) == text.substr(0, n);
   };
-  return prefix_of(kErrorPrefix) || start.find_first_not_of('-') == std::string_view::npos;
+  // The start of srun's tag ("1", " 1:") may still become one.
+  const auto untagged_from = start.find_first_not_of(" 0123456789");
+  const bool tag_so_far = untagged_from == std::string_view::npos ||
+                          (untagged_from > 0 && start.substr(untagged_from) == ":");
+  return prefix_of(kErrorPrefix) || prefix_of("srun: ") || prefix_of("slurmstepd") ||
+         start.find_first_not_of('-') == std::string_view::npos || tag_so_far;
 }
 
 }  // namespace
@@ -57,8 +87,13 @@ std::string StderrFilter::line(std::string_view text) {
     LaunchLog::get().write(text);
     return {};
   }
-  if (content.substr(0, kErrorPrefix.size()) == kErrorPrefix) {
-    errors_->emplace_back(content);
+  const std::string_view text_only = untagged(content);
+  if (is_slurm_report(text_only)) {
+    LaunchLog::get().write(text);
+    return {};
+  }
+  if (text_only.starts_with(kErrorPrefix)) {
+    errors_->emplace_back(text_only);
     return {};
   }
   return std::string(text);

@@ -2,7 +2,9 @@
 // (issue: an error found by the ranks drowned under one copy per rank and mpirun's report):
 //  - a rank's error line ("distml: error: ...", cli/main.cc) is held back, so that the
 //    launcher prints it once, as the job's last line (JobOutput::errors());
-//  - mpirun's report, the blocks between lines of dashes, goes to the job's log file instead;
+//  - mpirun's report, the blocks between lines of dashes, and Slurm's (srun's and slurmstepd's
+//    lines) go to the job's log file instead;
+//  - a launcher's tag before a line (srun --label, mpirun --tag-output) is looked past;
 //  - everything else passes through as it comes, a progress bar's unfinished line included.
 #pragma once
 

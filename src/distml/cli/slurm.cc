@@ -2,11 +2,10 @@
 
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
+#include <regex>
 
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
@@ -51,21 +50,36 @@ std::vector<std::string> srun_command(const LaunchOptions& o, const comm::SlurmE
   return argv;
 }
 
-int launch_with_srun(const LaunchOptions& o, const comm::SlurmEnv& slurm) {
+std::optional<SrunFailure> srun_failure(const std::string& stderr_tail) {
+  static const std::regex failed(R"(srun: error: (\S+): tasks? ([0-9]+)[^:]*: ([^\n]*))");
+  static const std::regex exited(R"(Exited with exit code ([0-9]+))");
+  std::smatch m, code;
+  if (!std::regex_search(stderr_tail, m, failed)) return std::nullopt;
+  const std::string how = m[3].str(), rank = cat("rank ", m[2].str(), " on ", m[1].str(), " ");
+  if (std::regex_search(how, code, exited))
+    return SrunFailure{cat(rank, "exited with code ", code[1].str()), std::stoi(code[1].str())};
+  return SrunFailure{cat(rank, "ended: ", how), std::nullopt};
+}
+
+JobEnd run_srun(const LaunchOptions& o, const comm::SlurmEnv& slurm) {
   auto argv = srun_command(o, slurm);
   if (!srun_on_path())
     throw UsageError(cat("distml launch: inside Slurm job ", slurm.job_id, " (SLURM_JOB_ID) the ",
                          "ranks start with srun, which is not on PATH (Debian package ",
                          "slurm-client); or give --hosts/--hostfile to start them with mpirun"));
   // srun passes the whole environment on (--export=ALL is its default): the ranks learn that
-  // they were launched, their engine, and whether output goes to a terminal.
+  // they were launched, their engine, and whether output goes to a terminal. It passes SIGTERM
+  // and SIGUSR1 on to the tasks, and with --kill-on-bad-exit ends them all when one fails.
   ::setenv(kLaunchedVar, "1", 1);
   ::setenv(kEngineVar, o.engine.c_str(), 1);
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  ::execvp(args[0], args.data());
-  throw Error(cat("distml launch: cannot run srun: ", std::strerror(errno)));
+  JobEnd end = run_children({{argv, {}, "srun", {}, false}}, false, true);
+  if (auto failure = srun_failure(end.stderr_tail)) {
+    // srun's own exit code (above 128 when it killed the other tasks) is not the cause.
+    end.cause = std::move(failure->cause);
+    end.cause_killed = !failure->code;
+    if (failure->code) end.code = *failure->code;
+  }
+  return end;
 }
 
 void default_to_gloo_under_srun() {

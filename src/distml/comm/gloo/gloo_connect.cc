@@ -2,8 +2,13 @@
 // says where the others are.
 #include "distml/comm/gloo/gloo_connect.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdlib>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
@@ -35,9 +40,32 @@ int env_int(const char* name, const char* meaning, int lo, int hi) {
   return value;
 }
 
+// Rank 0's check that the store's port is free, before c10d tries it: c10d would fail with a
+// page of its own log lines; a port in use is the user's choice to change (MASTER_PORT), not a
+// fault of the job. Bound as c10d binds (SO_REUSEADDR, so that a closed store's lingering
+// connections do not count).
+void check_port_free(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return;  // c10d will say what is wrong
+  const int on = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(static_cast<std::uint16_t>(port));
+  address.sin_addr.s_addr = htonl(INADDR_ANY);
+  const bool in_use =
+      ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 && errno == EADDRINUSE;
+  ::close(fd);
+  if (in_use)
+    throw UsageError(cat("gloo rendezvous: MASTER_PORT=", port, " is in use on this host (by ",
+                         "another job's rendezvous?): set MASTER_PORT to a free port, or unset it ",
+                         "and distml picks one"));
+}
+
 c10::intrusive_ptr<c10d::Store> tcp_store(int rank, int world, Millis timeout) {
   const std::string host = env_text("MASTER_ADDR", "the host of rank 0's TCPStore");
   const int port = env_int("MASTER_PORT", "the port of rank 0's TCPStore", 1, 65535);
+  if (rank == 0) check_port_free(port);
   c10d::TCPStoreOptions options;
   options.port = static_cast<std::uint16_t>(port);
   options.isServer = rank == 0;
