@@ -7,7 +7,10 @@ distml=$1
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
 dir=$(mktemp -d)
-trap 'rm -rf "$dir"' EXIT
+# A data folder of the test's own under the source tree's data/ (ignored by git), for the run
+# from another folder below.
+own_data=$(cd "$here/../.." && pwd)/data/first-hour-$$
+trap 'rm -rf "$dir" "$own_data"' EXIT
 source "$here/cli_lib.sh"
 cd "$dir" || exit 1
 "$python" "$here/make_idx.py" idx >/dev/null
@@ -69,6 +72,12 @@ read -r port <&"${holder[0]}"
 one_error "MASTER_PORT=$port is in use on this host" env MASTER_PORT="$port" \
   "$distml" train --config lenet.toml --np 2 --engine gloo
 kill "$holder_PID"
+
+# From another folder, a relative data.path that is not there is found where `make data` puts
+# the data sets (the source tree's data/), as `distml rl` finds its tuned configs.
+mkdir -p "$own_data" && cp idx/* "$own_data/"
+expect 0 "after 2 steps" "$distml" train --config lenet.toml --set data.path="data/$(basename "$own_data")" \
+  --set train.max_steps=2
 
 # Every path the run writes is checked before it trains.
 expect 2 "train.export: cannot write in /proc/nope" \

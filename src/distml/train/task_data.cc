@@ -7,6 +7,7 @@
 
 #include "distml/comm/block_range.h"
 #include "distml/core/error.h"
+#include "distml/core/installed_path.h"
 #include "distml/data/csv_reader.h"
 #include "distml/data/idx_reader.h"
 #include "distml/data/npz_reader.h"
@@ -56,8 +57,21 @@ std::size_t held_out(std::size_t n, double fraction, const std::string& what) {
   return std::clamp<std::size_t>(static_cast<std::size_t>(std::ceil(n * fraction)), 1, n - 1);
 }
 
+// The folder of a bundled data set: data.path (by default data/DATASET) as given where it
+// exists; a relative one that does not is looked for where `make data` put it, in distml's
+// own folder (the source tree, or PREFIX/share/distml), as `distml rl` finds its tuned
+// configs, so that a run from another folder finds the data of the quick start.
+std::string bundled_data_dir(const DataConfig& c) {
+  const fs::path given = c.path.empty() ? "data/" + c.dataset : c.path;
+  std::error_code ec;
+  if (given.is_absolute() || fs::exists(given, ec)) return given.string();
+  const std::string own = installed_or_source(
+      given.string(), (fs::path(DISTML_SOURCE_DIR) / given).string());
+  return fs::exists(own, ec) ? own : given.string();
+}
+
 TaskData load_idx_task(const DataConfig& c) {
-  const std::string dir = c.path.empty() ? "data/" + c.dataset : c.path;
+  const std::string dir = bundled_data_dir(c);
   TaskData t;
   t.num_classes = 10;
   auto load = [&](const std::string& prefix, data::Dataset& into) {
