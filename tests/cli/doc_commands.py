@@ -28,6 +28,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PLACEHOLDER = re.compile(r"^[A-Z][A-Z_.]*$|^CMD|\.\.\.|^[^=]*\|")  # FILE, CMD..., mpi|gloo
 # What a command writes: a missing file there is no reason not to run it.
 OUTPUT_FLAGS = {"--out", "--model-out", "--timeline", "--run-dir", "--xgboost-out"}
+OUTPUT_FLAGS_OF = {"train": {"--profile"}}  # those that other subcommands read
 OUTPUT_KEYS = ("train.checkpoint_dir", "run.checkpoint_dir", "train.export")
 DATA_SETS = {"mnist", "fashion-mnist"}  # stood in for; the others are not in a fresh clone
 
@@ -89,20 +90,24 @@ def drift(distml, argv):
     return problems
 
 
-def why_not_run(argv, repo):
-    """Why a command cannot run as shown; None where it can."""
+def why_not_run(argv, repo, work):
+    """Why a command cannot run as shown; None where it can. A file it reads may be in the
+    repository or written by an earlier command of the same doc (in `work`)."""
     for w in argv:
         if "[" in w or "]" in w or PLACEHOLDER.search(w):
             return f"a synopsis ('{w}')"
-    if "--netns-cluster" in argv or "--hosts" in argv or "--hostfile" in argv:
+    if argv[0] == "launch" and ("--netns-cluster" in argv or "--hosts" in argv or
+                                "--hostfile" in argv):
         return "needs other hosts (or root for emulated ones)"
     for i, w in enumerate(argv):
         value = w.split("=", 1)[1] if "=" in w else w
         previous = argv[i - 1] if i else ""
-        if previous in OUTPUT_FLAGS or w.startswith(OUTPUT_KEYS) or previous == "--resume":
+        if previous in OUTPUT_FLAGS | OUTPUT_FLAGS_OF.get(argv[0], set()) or \
+                w.startswith(OUTPUT_KEYS) or previous == "--resume":
             continue
+        file = value.split(":")[-1].split(" ")[-1]
         if re.search(r"\.(toml|csv|json|pt|npz|sh|py)$|/", value) and not value.startswith("-") \
-                and not os.path.exists(os.path.join(repo, value.split(":")[-1].split(" ")[-1])):
+                and not any(os.path.exists(os.path.join(d, file)) for d in (repo, work)):
             return f"reads {value}, which the doc's reader makes"
     config = argv[argv.index("--config") + 1] if "--config" in argv else None
     if config:
@@ -162,7 +167,7 @@ def main():
             if problems:
                 failed.append(f"{path}: {command}\n    " + "; ".join(problems))
                 continue
-            reason = why_not_run(argv, repo)
+            reason = why_not_run(argv, repo, work)
             if reason:
                 checked += 1
                 print(f"checked ({reason}): {path}: {command}")

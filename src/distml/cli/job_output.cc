@@ -21,8 +21,9 @@ std::string_view untagged(std::string_view line) {
       line.substr(end, 2) == ": ")
     return line.substr(end + 2);
   if (line.starts_with('[')) {
-    if (const auto tag_end = line.find(">:"); tag_end != std::string_view::npos &&
-                                              line.substr(0, tag_end).find(']') != std::string_view::npos)
+    if (const auto tag_end = line.find(">:");
+        tag_end != std::string_view::npos &&
+        line.substr(0, tag_end).find(']') != std::string_view::npos)
       return line.substr(tag_end + 2);
   }
   return line;

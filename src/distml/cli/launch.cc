@@ -508,7 +508,8 @@ int launch(const LaunchOptions& o) {
   if (const auto slurm = comm::read_slurm_env(); launches_with_srun(o, slurm)) {
     if (o.max_restarts > 0 || o.min_np > 0)
       throw UsageError("--max-restarts and --min-np: not inside a Slurm allocation yet");
-    return supervise(o, [&] { return run_srun(o, slurm); }, [](const JobEnd&) { return 0; });
+    return supervise(
+        o, [&] { return run_srun(o, slurm); }, [](const JobEnd&) { return 0; });
   }
   // gloo across hosts: distml launch starts the ranks (no mpirun), and they meet at the first
   // host's TCPStore.

@@ -34,11 +34,21 @@ const char* const kRlDescription =
     "Without --config it uses the tuned defaults of examples/rl/ALGO_ENV.toml; "
     "--print-config shows what a run would use. Config keys: see docs/rl.md.";
 
+const char* const kSimulateDescription =
+    "Predict a training step on clusters larger than this machine from a profile (distml "
+    "train --profile FILE), replaying the strategy's own decisions (buckets, all-reduce "
+    "algorithm, overlap) on hosts joined by links of the given bandwidth and latency.\n"
+    "Example: distml simulate --profile lenet.json --hosts 1,2,4,8 --ranks-per-host 4 "
+    "--bandwidth 10gbit --latency 20us\nSee docs/simulator.md.";
+
 namespace {
 
 // The subcommands distml-torch runs, with their --help text.
 const std::pair<std::string_view, const char*> kTorchCommands[] = {
-    {"train", kTrainDescription}, {"plan", kPlanDescription}, {"rl", kRlDescription}};
+    {"train", kTrainDescription},
+    {"plan", kPlanDescription},
+    {"rl", kRlDescription},
+    {"simulate", kSimulateDescription}};
 
 }  // namespace
 

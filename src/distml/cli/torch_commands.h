@@ -15,8 +15,9 @@ namespace distml::cli {
 extern const char* const kTrainDescription;
 extern const char* const kPlanDescription;
 extern const char* const kRlDescription;
+extern const char* const kSimulateDescription;
 
-/// Whether argv needs distml-torch: argv[1] is train, plan or rl, or a subcommand other than
+/// Whether argv needs distml-torch: argv[1] is train, plan, rl or simulate, or a subcommand other than
 /// launch runs on the gloo engine (--engine gloo, or DISTML_ENGINE=gloo without --engine).
 bool needs_torch(int argc, char** argv);
 
@@ -24,7 +25,7 @@ bool needs_torch(int argc, char** argv);
 /// it cannot.
 [[noreturn]] void run_torch_command(char** argv);
 
-/// Lists train, plan and rl in `app` (for --help); distml runs them with run_torch_command.
+/// Lists train, plan, rl and simulate in `app` (for --help); distml runs them with run_torch_command.
 void list_torch_commands(CLI::App& app);
 
 }  // namespace distml::cli

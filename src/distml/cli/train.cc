@@ -25,6 +25,7 @@
 #include "launch.h"
 #include "run_dir.h"
 #include "torch_commands.h"
+#include "train_profile.h"
 
 namespace distml::cli {
 namespace {
@@ -39,6 +40,7 @@ struct TrainOptions {
   bool json = false;
   bool print_config = false;
   std::string timeline_path;    // --timeline FILE; empty: none
+  std::string profile_path;     // --profile FILE; empty: none
   bool timeline_given = false;  // --timeline, with or without FILE (run_dir.h)
   std::string run_dir;
   LaunchOptions supervision;  // --max-restarts, --min-np
@@ -174,12 +176,16 @@ void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::C
   // Aligns the clocks first; one file per attempt (a restart's does not overwrite).
   comm::TimelineRecording recording(comm, o.timeline_path, restarts_so_far());
   train::Trainer trainer(config, comm, data);
+  // --profile reads rank 0's timeline: recorded in memory where no file was asked for.
+  std::optional<Timeline> for_profile;
+  Timeline* timeline = recording.timeline();
+  if (!o.profile_path.empty() && !timeline) timeline = &for_profile.emplace(comm.rank());
   trainer.claim_checkpoint_dir(arrival_at_checkpoints(o, config));
   resume_as_asked(trainer, config, o, comm);
   std::optional<EventPrinter> printer;
   if (comm.rank() == 0) printer.emplace(o.json, "steps");
   if (comm.rank() == 0 && run_dir) run_dir->begin(train::described_config(config));
-  trainer.record_into(recording.timeline());
+  trainer.record_into(timeline);
   auto result = trainer.run(
       [&](nlohmann::json e) {
         e["elapsed_s"] = seconds_since(start);  // for plots against wall time (distml report)
@@ -189,6 +195,9 @@ void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::C
       [&](std::int64_t done, std::int64_t total) { printer->progress(done, total); });
   recording.finish();  // rank 0 writes every rank's events
   if (comm.rank() != 0) return;
+  if (!o.profile_path.empty())
+    sim::write_profile(measure_profile(*timeline, config, data, comm.size(), o.engine),
+                       o.profile_path);
   printer->finish();
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto done = done_line(result, data, config.train.loss, comm.size());
@@ -207,6 +216,13 @@ void check_output_paths(const train::TrainConfig& config, const TrainOptions& o)
   if (!t.export_path.empty()) check_writable_file(t.export_path, "train.export");
   if (!t.export_module.empty()) check_writable_file(t.export_module, "train.export_module");
   if (!o.timeline_path.empty()) check_writable_file(o.timeline_path, "--timeline");
+  if (!o.profile_path.empty()) {
+    check_writable_file(o.profile_path, "--profile");
+    if (config.parallel.pipeline_stages > 1 || config.parallel.tensor > 1)
+      throw UsageError(
+          "--profile measures a data-parallel step; a pipeline or tensor-parallel run is "
+          "measured by distml plan");
+  }
 }
 
 // Restarts resume from checkpoints, and need a launcher that can start the ranks again; a run
@@ -281,6 +297,9 @@ void add_train_command(CLI::App& app, int argc, char** argv) {
                   "Continue exactly from the checkpoint in this directory (and keep saving there "
                   "unless train.checkpoint_dir says otherwise)");
   sub->add_flag("--json", o->json, "Metrics as JSON lines on stdout; the last is the done line");
+  sub->add_option("--profile", o->profile_path,
+                  "Write what `distml simulate` needs of this run (the step's phases, each "
+                  "gradient's size and ready time) to FILE as JSON (docs/simulator.md)");
   auto* timeline = sub->add_option(
       "--timeline", o->timeline_path,
       "Write every rank's steps, communication, evaluations and checkpoints to this "

@@ -65,8 +65,8 @@ std::string bundled_data_dir(const DataConfig& c) {
   const fs::path given = c.path.empty() ? "data/" + c.dataset : c.path;
   std::error_code ec;
   if (given.is_absolute() || fs::exists(given, ec)) return given.string();
-  const std::string own = installed_or_source(
-      given.string(), (fs::path(DISTML_SOURCE_DIR) / given).string());
+  const std::string own =
+      installed_or_source(given.string(), (fs::path(DISTML_SOURCE_DIR) / given).string());
   return fs::exists(own, ec) ? own : given.string();
 }
 

@@ -1,0 +1,173 @@
+#include "simulate.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "distml/core/error.h"
+#include "distml/core/parse.h"
+#include "distml/sim/data_parallel.h"
+#include "distml/train/config.h"
+#include "netns_cluster.h"
+#include "torch_commands.h"
+
+namespace distml::cli {
+namespace {
+
+struct SimulateOptions {
+  std::string profile_path, config_path;
+  std::vector<std::string> sets;
+  std::string hosts = "1,2,4,8";
+  int ranks_per_host = 1;
+  std::string bandwidth, latency = "0";
+  double shared_cores = 0;
+  int hosts_per_rack = 0;
+  double oversubscription = 1;
+  std::string engine;  // default: the profile's
+  bool json = false;
+};
+
+std::vector<int> host_counts(const std::string& text) {
+  std::vector<int> out;
+  for (const auto& item : split_list(text)) {
+    int n = 0;
+    if (std::sscanf(item.c_str(), "%d", &n) != 1 || n < 1 || cat(n) != item)
+      throw UsageError(cat("--hosts: expected host counts >= 1 like 1,2,4, got \"", text, "\""));
+    out.push_back(n);
+  }
+  if (out.empty()) throw UsageError("--hosts: no host count given");
+  return out;
+}
+
+// "241.0 KiB": a table's bytes, to a tenth of their unit.
+std::string readable_bytes(double bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  for (; bytes >= 1024 && u < 4; ++u) bytes /= 1024;
+  char text[32];
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.1f %s", bytes, units[u]);
+  return text;
+}
+
+// What the config asks of the all-reduce, refused where the simulator has no model yet.
+sim::AllreduceOptions allreduce_options(const train::TrainConfig& c, const sim::Profile& profile,
+                                        const std::string& engine) {
+  if (c.strategy.name != "allreduce")
+    throw UsageError(cat("distml simulate: strategy.name = \"", c.strategy.name,
+                         "\" is not simulated yet; \"allreduce\" is (docs/simulator.md)"));
+  if (c.parallel.pipeline_stages > 1 || c.parallel.tensor > 1)
+    throw UsageError("distml simulate: pipelines and tensor parallelism are not simulated yet");
+  if (c.compress.name != "none")
+    throw UsageError(
+        cat("distml simulate: compress.name = \"", c.compress.name, "\" is not simulated yet"));
+  sim::AllreduceOptions o;
+  o.engine = engine;
+  o.algorithm = comm::parse_algorithm(c.strategy.algorithm);
+  o.first_bucket_bytes = c.strategy.first_bucket_mb * (1 << 20);
+  o.bucket_bytes = c.strategy.bucket_mb * (1 << 20);
+  if (!c.strategy.find_unused_parameters) o.flag_bytes = profile.dtype == "float64" ? 8 : 4;
+  return o;
+}
+
+void run(const SimulateOptions& o) {
+  const auto profile = sim::read_profile(o.profile_path);
+  const auto config = o.config_path.empty() ? train::parse_config("", "<defaults>", o.sets)
+                                            : train::load_config(o.config_path, o.sets);
+  const std::string engine = o.engine.empty() ? profile.engine : o.engine;
+  comm::check_engine_name(engine);
+  const auto options = allreduce_options(config, profile, engine);
+  if (o.bandwidth.empty()) throw UsageError("--bandwidth is required (a rate such as 1gbit)");
+  sim::Cluster cluster;
+  cluster.ranks_per_host = o.ranks_per_host;
+  cluster.network = {parse_duration_s(o.latency, "--latency"), rate_bytes_per_second(o.bandwidth)};
+  cluster.shared_cores = o.shared_cores;
+  cluster.hosts_per_rack = o.hosts_per_rack;
+  cluster.oversubscription = o.oversubscription;
+
+  sim::Cluster alone = cluster;  // one rank: the step that scaling is measured against
+  alone.hosts = 1;
+  alone.ranks_per_host = 1;
+  const double one_rank_s = sim::predict_allreduce_step(profile, options, alone).step_s;
+  if (!o.json)
+    std::printf(
+        "%s, %s per rank, %s of gradients; links %s, latency %s\n%6s %6s %10s %10s %12s %14s\n",
+        profile.model.c_str(), counted(profile.batch_size, "sample").c_str(),
+        readable_bytes(profile.gradient_bytes()).c_str(), o.bandwidth.c_str(), o.latency.c_str(),
+        "hosts", "ranks", "step_s", "efficiency", "exposed_s", "bytes/link");
+  for (int hosts : host_counts(o.hosts)) {
+    cluster.hosts = hosts;
+    const auto p = sim::predict_allreduce_step(profile, options, cluster);
+    const double efficiency = one_rank_s / p.step_s;
+    if (o.json) {
+      nlohmann::json buckets = nlohmann::json::array();
+      for (const auto& b : p.buckets)
+        buckets.push_back({{"bytes", b.bytes},
+                           {"algorithm", comm::algorithm_name(b.algorithm)},
+                           {"start_s", b.start_s},
+                           {"end_s", b.end_s}});
+      std::cout << nlohmann::json{{"event", "prediction"},
+                                  {"hosts", hosts},
+                                  {"ranks", cluster.world()},
+                                  {"step_s", p.step_s},
+                                  {"efficiency", efficiency},
+                                  {"comm_s", p.comm_s},
+                                  {"exposed_comm_s", p.exposed_comm_s},
+                                  {"bytes_per_link", p.bytes_per_link},
+                                  {"busiest_link", cat("h", p.busiest_host, " out")},
+                                  {"buckets", buckets}}
+                       .dump()
+                << "\n";
+    } else {
+      std::printf("%6d %6d %10.4f %9.1f%% %12.4f %14s\n", hosts, cluster.world(), p.step_s,
+                  100 * efficiency, p.exposed_comm_s, readable_bytes(p.bytes_per_link).c_str());
+    }
+  }
+}
+
+}  // namespace
+
+double parse_duration_s(const std::string& text, const std::string& what) {
+  double value = 0;
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%lf%n", &value, &used) != 1 || value < 0)
+    throw UsageError(cat(what, ": expected a duration such as 50us, 1ms or 0, got \"", text, "\""));
+  const std::string unit = text.substr(used);
+  if (unit == "s" || (unit.empty() && value == 0)) return value;
+  if (unit == "ms") return value * 1e-3;
+  if (unit == "us") return value * 1e-6;
+  throw UsageError(cat(what, ": expected a duration such as 50us, 1ms or 0, got \"", text, "\""));
+}
+
+void add_simulate_command(CLI::App& app) {
+  auto o = std::make_shared<SimulateOptions>();
+  auto* sub = app.add_subcommand("simulate", kSimulateDescription);
+  sub->add_option("--profile", o->profile_path, "The profile distml train --profile wrote")
+      ->required();
+  sub->add_option("--config", o->config_path,
+                  "TOML file whose strategy is simulated, as for distml train (default: the "
+                  "defaults, strategy allreduce)");
+  sub->add_option("--set", o->sets, "Override a config key, as for distml train (repeatable)");
+  sub->add_option("--hosts", o->hosts, "Host counts to predict, e.g. 1,2,4,8");
+  sub->add_option("--ranks-per-host", o->ranks_per_host, "Ranks on each host")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--bandwidth", o->bandwidth,
+                  "Each host's link, as distml launch --netns-cluster spells it: 100mbit, 1gbit");
+  sub->add_option("--latency", o->latency, "Each link's one-way latency: 50us, 1ms (default 0)");
+  sub->add_option("--shared-cores", o->shared_cores,
+                  "Every rank of the cluster shares this many cores (emulated hosts on one "
+                  "machine); default: each host has its own")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--hosts-per-rack", o->hosts_per_rack,
+                  "Hosts under one switch; the racks' switches meet at a spine (default: one "
+                  "switch for all)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--oversubscription", o->oversubscription,
+                  "A rack's hosts' link rate over its uplink's (default 1: none)")
+      ->check(CLI::Range(1.0, 1e6));
+  sub->add_option("--engine", o->engine, "mpi | gloo | local (default: the profile's)");
+  sub->add_flag("--json", o->json, "One JSON line per cluster size");
+  sub->callback([o] { run(*o); });
+}
+
+}  // namespace distml::cli

@@ -1,0 +1,125 @@
+#include "train_profile.h"
+
+#include <algorithm>
+#include <map>
+#include <thread>
+
+#include "distml/nn/layers.h"
+#include "distml/train/model_setup.h"
+#include "distml/train/objective.h"
+#include "distml/train/pipeline/profile.h"
+
+namespace distml::cli {
+namespace {
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Per step (the "step" spans), the seconds of each phase inside it; the medians over the
+// steps, the first left out when there are more.
+void measure_phases(const Timeline::Lane& lane, sim::Profile& p) {
+  std::vector<const Timeline::Event*> steps, evals;
+  for (const auto& e : lane.events()) {
+    if (std::string_view(e.name) == "step") steps.push_back(&e);
+    if (std::string_view(e.name) == "eval") evals.push_back(&e);
+  }
+  std::map<std::string, std::vector<double>> per_step;  // phase -> seconds in each step
+  for (const auto* step : steps) {
+    std::map<std::string, double> in_step;
+    double recorded = 0;  // every span inside the step (communication's included)
+    for (const auto& e : lane.events())
+      if (&e != step && e.start_ns >= step->start_ns &&
+          e.start_ns < step->start_ns + step->duration_ns) {
+        in_step[e.name] += e.duration_ns * 1e-9;
+        recorded += e.duration_ns * 1e-9;
+      }
+    for (const char* phase : {"data", "forward", "backward", "optimizer"})
+      per_step[phase].push_back(in_step[phase]);
+    per_step["step"].push_back(step->duration_ns * 1e-9);
+    per_step["other"].push_back(std::max(0.0, step->duration_ns * 1e-9 - recorded));
+  }
+  if (steps.size() > 1)
+    for (auto& [phase, seconds] : per_step) seconds.erase(seconds.begin());
+  p.steps = static_cast<std::int64_t>(per_step["step"].size());
+  p.data_s = median(per_step["data"]);
+  p.forward_s = median(per_step["forward"]);
+  p.backward_s = median(per_step["backward"]);
+  p.optimizer_s = median(per_step["optimizer"]);
+  p.other_s = median(per_step["other"]);
+  p.step_s = median(per_step["step"]);
+  std::vector<double> eval_s;
+  for (const auto* e : evals) eval_s.push_back(e->duration_ns * 1e-9);
+  p.eval_s = median(eval_s);
+}
+
+// Seconds after backward starts when each layer's gradients are ready, scaled to `backward_s`.
+std::vector<double> layer_ready_s(const std::vector<train::pipeline::LayerCost>& costs,
+                                  double backward_s) {
+  double total = 0;
+  for (const auto& c : costs) total += c.backward_s;
+  std::vector<double> ready(costs.size());
+  double done = 0;
+  for (std::size_t i = costs.size(); i-- > 0;) {
+    done += costs[i].backward_s;
+    ready[i] = total > 0 ? done / total * backward_s : backward_s;
+  }
+  return ready;
+}
+
+}  // namespace
+
+sim::Profile measure_profile(Timeline& timeline, const train::TrainConfig& config,
+                             const train::TaskData& data, int world, const std::string& engine) {
+  sim::Profile p;
+  p.model = config.model.name;
+  p.dtype = config.train.dtype;
+  p.engine = engine;
+  p.batch_size = config.train.batch_size * config.train.accumulate;
+  p.world = world;
+  p.threads = static_cast<int>(config.train.threads);
+  p.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  measure_phases(timeline.lane("main"), p);
+
+  // The layers are measured on a model of their own: the trained one's gradients belong to
+  // its strategy, whose hooks would take a backward outside a step for a second gradient.
+  const auto model = train::build_model(config, data);
+  const auto tensors = model.tensors();
+  for (std::size_t i = 0; i < tensors.parameters.size(); ++i) {
+    const auto& t = tensors.parameters[i];
+    if (t.requires_grad())
+      p.parameters.push_back({tensors.parameter_names[i],
+                              static_cast<double>(t.numel() * t.element_size()), p.backward_s});
+  }
+  std::vector<nn::Layer> layers;
+  try {
+    layers = model.layers();
+  } catch (const ConfigError&) {  // not a sequence of layers: by bytes, below
+  }
+  if (!layers.empty()) {
+    const train::Objective objective(config, data, model);
+    const auto rows = train::rows_of(
+        data.train, 0, std::min<std::int64_t>(config.train.batch_size, data.train.num_samples));
+    const auto costs = train::pipeline::profile_layers(
+        layers, tensors, objective.model_input(rows),
+        [&](const torch::Tensor& out) { return objective.mean_loss_of(out, rows); });
+    const auto ready = layer_ready_s(costs, p.backward_s);
+    for (auto& q : p.parameters)
+      for (std::size_t l = 0; l < layers.size(); ++l)
+        for (const auto& module : layers[l].modules)
+          if (q.name.rfind(module + ".", 0) == 0) q.ready_s = ready[l];
+  } else {
+    double after = 0, total = 0;
+    for (const auto& q : p.parameters) total += q.bytes;
+    for (auto it = p.parameters.rbegin(); it != p.parameters.rend(); ++it) {
+      after += it->bytes;
+      it->ready_s = total > 0 ? after / total * p.backward_s : p.backward_s;
+    }
+  }
+  return p;
+}
+
+}  // namespace distml::cli

@@ -1,0 +1,60 @@
+// One step of data-parallel training with gradient all-reduce (strategy "allreduce"), replayed
+// from a profile on a cluster, with the decisions the run itself makes:
+//  1. the parameters' gradients are grouped into buckets by train/bucket_planner.h (the
+//     strategy's own planner: the first bucket capped at first_bucket_mb, the others at
+//     bucket_mb, in reverse parameter order), each with the strategy's flag element;
+//  2. each bucket's all-reduce algorithm is comm/auto_policy.h's choice for its size, world
+//     and hosts, or the one the config names;
+//  3. the rank computes: loading, forward, backward, each slower where the cluster's ranks
+//     share fewer cores than the profile's rank had (Cluster::shared_cores);
+//  4. a bucket's all-reduce starts when its last gradient is ready in backward and the
+//     previous bucket's has finished (one communication thread, buckets in order); without
+//     overlap, all start after backward;
+//  5. the optimizer steps when backward and the last all-reduce are done; the step's
+//     bookkeeping outside the recorded phases (Profile::other_s) follows.
+// All ranks do the same, so one rank's timeline is the step's.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "distml/comm/types.h"
+#include "distml/sim/cluster.h"
+#include "distml/sim/profile.h"
+
+namespace distml::sim {
+
+struct AllreduceOptions {
+  std::string engine = "gloo";
+  comm::Algorithm algorithm = comm::Algorithm::automatic;
+  double first_bucket_bytes = 1 << 20, bucket_bytes = 25 << 20;
+  bool overlap = true;
+  double compression = 1;  // bytes sent over bytes of gradient (compressors: < 1)
+  // Added to every bucket: the strategy's flag that each rank's parameters all had gradients
+  // (train/strategies/gradient_buckets.h), one element, unless find_unused_parameters.
+  double flag_bytes = 0;
+};
+
+struct BucketReplay {
+  double bytes = 0, ready_s = 0, start_s = 0, end_s = 0;
+  comm::Algorithm algorithm = comm::Algorithm::native;
+};
+
+struct StepPrediction {
+  double step_s = 0;
+  double compute_s = 0;       // the rank's own work: data, forward, backward, optimizer, other
+  double comm_s = 0;          // the all-reduces' time, overlapped or not
+  double exposed_comm_s = 0;  // what the step waited for them
+  double bytes_per_link = 0;  // sent per step by the busiest host's NIC
+  int busiest_host = 0;
+  std::vector<BucketReplay> buckets;  // in the order reduced, times from the step's start
+};
+
+/// How much slower the cluster's ranks compute than the profile's rank did: the cores each
+/// had (its threads, at most its machine's cores) over the cores each rank has here.
+double compute_slowdown(const Profile& profile, const Cluster& cluster);
+
+StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOptions& options,
+                                      const Cluster& cluster);
+
+}  // namespace distml::sim

@@ -1,0 +1,119 @@
+"""`distml train --profile` and `distml simulate` as users run them: the profile a 2-rank gloo
+run writes is complete and consistent with the model; the simulator's buckets for that config
+are the buckets the run all-reduced (bytes and order, from its timeline's bucket lanes); its
+predictions come one per cluster size; and its mistakes are named with exit code 2.
+
+Usage: simulate_cli.py DISTML
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "support"))
+import distml_cli  # noqa: E402
+
+
+def fail(message):
+    sys.exit(f"FAIL: {message}")
+
+
+def simulate(distml, *args, expect_rc=0):
+    p = subprocess.run([distml, "simulate", *args], capture_output=True, text=True, timeout=120)
+    if p.returncode != expect_rc:
+        fail(f"distml simulate {' '.join(args)} exited {p.returncode}, expected {expect_rc}\n"
+             f"{p.stdout}\n{p.stderr}")
+    return p
+
+
+def bucket_bytes_of_run(trace_path):
+    """Rank 0's bucket lanes, in order: each bucket's bytes, as its all-reduce spans say."""
+    with open(trace_path) as f:
+        events = json.load(f)["traceEvents"]
+    lanes = {e["tid"]: e["args"]["name"] for e in events
+             if e["name"] == "thread_name" and e["pid"] == 0}
+    sizes = {}
+    for e in events:
+        if e["ph"] == "X" and e["pid"] == 0 and e["name"] == "allreduce":
+            name = lanes[e["tid"]]
+            sizes.setdefault(int(name.split()[1]), set()).add(e["args"]["bytes"])
+    if not sizes or any(len(s) != 1 for s in sizes.values()):
+        fail(f"bucket lanes without one size each: {sizes}")
+    return [sizes[b].pop() for b in sorted(sizes)]
+
+
+def main():
+    distml = sys.argv[1]
+    with tempfile.TemporaryDirectory() as d:
+        subprocess.run([sys.executable, os.path.join(HERE, "make_idx.py"), f"{d}/idx"],
+                       check=True, capture_output=True)
+        config = f"{d}/lenet.toml"
+        with open(config, "w") as f:
+            # Small buckets, so that the model's 241 KiB of gradients make several.
+            f.write(f'[data]\ndataset = "mnist"\npath = "{d}/idx"\n'
+                    '[train]\nbatch_size = 16\nmax_steps = 12\n'
+                    '[strategy]\nfirst_bucket_mb = 0.01\nbucket_mb = 0.1\n')
+        profile, trace = f"{d}/p.json", f"{d}/trace.json"
+        distml_cli.run(distml, "--config", config, "--np", "2", "--engine", "gloo",
+                       "--profile", profile, "--timeline", trace)
+        with open(profile) as f:
+            p = json.load(f)
+
+        # The profile: the model's gradients, each ready within backward, earlier layers later.
+        lenet5_bytes = 61706 * 4
+        got = sum(q["bytes"] for q in p["parameters"])
+        if got != lenet5_bytes:
+            fail(f"the profile's gradients add up to {got} bytes, LeNet-5 has {lenet5_bytes}")
+        if (p["world"], p["engine"], p["batch_size"], p["steps"]) != (2, "gloo", 16, 11):
+            fail(f"world, engine, batch, steps: {p['world'], p['engine'], p['batch_size'], p['steps']}")
+        for key in ("forward_s", "backward_s", "step_s"):
+            if not p[key] > 0:
+                fail(f"{key} = {p[key]}")
+        ready = [q["ready_s"] for q in p["parameters"]]
+        if any(not 0 < r <= p["backward_s"] * (1 + 1e-12) for r in ready) or \
+                ready != sorted(ready, reverse=True):
+            fail(f"ready times not within backward, first layer last: {ready}")
+        print(f"ok: profile of {len(ready)} parameters, step {p['step_s'] * 1e3:.2f} ms")
+
+        # The simulator's buckets for the same config are the run's.
+        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "1,2,4",
+                       "--bandwidth", "1gbit", "--latency", "50us", "--json")
+        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        if [line["hosts"] for line in lines] != [1, 2, 4]:
+            fail(f"one line per cluster size: {lines}")
+        simulated = [b["bytes"] for b in lines[1]["buckets"]]
+        ran = bucket_bytes_of_run(trace)
+        if simulated != ran:
+            fail(f"buckets simulated {simulated}, the run's {ran}")
+        print(f"ok: the simulator's {len(ran)} buckets are the run's: {ran}")
+        steps = [line["step_s"] for line in lines]
+        if not steps[0] < steps[1] <= steps[2] or lines[0]["bytes_per_link"] != 0:
+            fail(f"more hosts on the same link should not be faster: {lines}")
+        print(f"ok: predicted steps {[f'{s * 1e3:.2f} ms' for s in steps]}")
+
+        # Mistakes: each named, exit 2.
+        for args, words in [
+            (["--profile", f"{d}/none.json", "--bandwidth", "1gbit"], "none.json"),
+            (["--profile", trace, "--bandwidth", "1gbit"], "not a distml profile"),
+            (["--profile", profile, "--bandwidth", "1gbit", "--set", "strategy.name=ps"],
+             'strategy.name = "ps" is not simulated yet'),
+            (["--profile", profile, "--bandwidth", "fast"], "fast"),
+            (["--profile", profile, "--bandwidth", "1gbit", "--latency", "2 ms"], "2 ms"),
+            (["--profile", profile], "--bandwidth is required"),
+        ]:
+            err = simulate(distml, *args, expect_rc=2).stderr
+            if words not in err:
+                fail(f"distml simulate {' '.join(args)}: no '{words}' in: {err}")
+        print("ok: mistakes named, exit 2")
+        bad = distml_cli.run(distml, "--config", config, "--profile", f"{d}/q.json",
+                             "--set", "parallel.pipeline_stages=2", "--np", "2", expect_rc=2)
+        if "distml plan" not in bad.stderr:
+            fail(f"--profile of a pipeline: {bad.stderr}")
+        print("ok: a pipeline's profile is refused")
+    print("PASSED")
+
+
+if __name__ == "__main__":
+    main()

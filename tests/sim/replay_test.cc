@@ -1,0 +1,103 @@
+// A data-parallel step replayed from a profile against its timeline worked out by hand.
+#include <gtest/gtest.h>
+
+#include "distml/sim/data_parallel.h"
+
+namespace distml::sim {
+namespace {
+
+using comm::Algorithm;
+
+// Three parameters whose gradients are ready 2, 4 and 6 ms into a 6 ms backward, last first,
+// each its own bucket (first cap 100 bytes, then 200: parameter 0's 400 bytes go alone).
+Profile toy() {
+  Profile p;
+  p.data_s = 0.001;
+  p.forward_s = 0.002;
+  p.backward_s = 0.006;
+  p.optimizer_s = 0.0005;
+  p.threads = 1;
+  p.cores = 2;
+  p.parameters = {
+      {"fc0.weight", 400, 0.006}, {"fc1.weight", 200, 0.004}, {"fc2.weight", 100, 0.002}};
+  return p;
+}
+
+AllreduceOptions ring_options() {
+  AllreduceOptions o;
+  o.algorithm = Algorithm::ring;
+  o.first_bucket_bytes = 100;
+  o.bucket_bytes = 200;
+  return o;
+}
+
+// 2 hosts: a ring all-reduce of S takes 2 alpha + S / beta = 2 ms + S / (100 bytes/ms).
+Cluster two_hosts() {
+  Cluster c;
+  c.hosts = 2;
+  c.network = {1e-3, 1e5};
+  return c;
+}
+
+// Times within a few ulps of the hand-computed ones (sums of a dozen doubles).
+#define EXPECT_TIME(got, want) EXPECT_NEAR(got, want, 1e-15)
+
+TEST(Replay, BucketsStartWhenReadyAndTheLinkIsFree) {
+  const auto p = predict_allreduce_step(toy(), ring_options(), two_hosts());
+  // Backward starts at 3 ms. Bucket 0 (100 B) ready at 5 ms runs 3 ms to 8; bucket 1 (200 B)
+  // ready at 7 waits for the link until 8 and runs 4 ms to 12; bucket 2 (400 B) ready at 9
+  // runs 6 ms from 12 to 18. Backward ends at 9; the optimizer's 0.5 ms follows the last.
+  ASSERT_EQ(p.buckets.size(), 3u);
+  const double want[3][4] = {
+      {100, 0.005, 0.005, 0.008}, {200, 0.007, 0.008, 0.012}, {400, 0.009, 0.012, 0.018}};
+  for (int b = 0; b < 3; ++b) {
+    SCOPED_TRACE(b);
+    EXPECT_EQ(p.buckets[b].bytes, want[b][0]);
+    EXPECT_TIME(p.buckets[b].ready_s, want[b][1]);
+    EXPECT_TIME(p.buckets[b].start_s, want[b][2]);
+    EXPECT_TIME(p.buckets[b].end_s, want[b][3]);
+    EXPECT_EQ(p.buckets[b].algorithm, Algorithm::ring);
+  }
+  EXPECT_TIME(p.step_s, 0.0185);
+  EXPECT_TIME(p.comm_s, 0.013);
+  EXPECT_TIME(p.exposed_comm_s, 0.009);
+  EXPECT_TIME(p.compute_s, 0.0095);
+  EXPECT_EQ(p.bytes_per_link, 700);  // a ring of 2 sends each bucket once per host
+}
+
+TEST(Replay, WithoutOverlapEveryBucketWaitsForBackward) {
+  auto options = ring_options();
+  options.overlap = false;
+  const auto p = predict_allreduce_step(toy(), options, two_hosts());
+  EXPECT_TIME(p.buckets[0].start_s, 0.009);
+  EXPECT_TIME(p.step_s, 0.009 + 0.003 + 0.004 + 0.006 + 0.0005);
+}
+
+TEST(Replay, OneRankOnlyComputes) {
+  Cluster one;
+  const auto p = predict_allreduce_step(toy(), ring_options(), one);
+  EXPECT_TIME(p.step_s, 0.0095);
+  EXPECT_EQ(p.bytes_per_link, 0);
+}
+
+TEST(Replay, RanksSharingCoresComputeSlower) {
+  // The profile's rank had 1 thread on a core of its own; two ranks sharing one core have
+  // half a core each.
+  Cluster c = two_hosts();
+  EXPECT_EQ(compute_slowdown(toy(), c), 1);
+  c.shared_cores = 1;
+  EXPECT_EQ(compute_slowdown(toy(), c), 2);
+  c.shared_cores = 8;  // more cores than threads: no faster than the profile
+  EXPECT_EQ(compute_slowdown(toy(), c), 1);
+}
+
+TEST(Replay, TheAutomaticAlgorithmIsTheRunsChoice) {
+  // auto over gloo: the tree up to 16 MiB (comm/auto_policy.h), as the run takes it.
+  AllreduceOptions o = ring_options();
+  o.algorithm = Algorithm::automatic;
+  const auto p = predict_allreduce_step(toy(), o, two_hosts());
+  for (const auto& b : p.buckets) EXPECT_EQ(b.algorithm, Algorithm::tree);
+}
+
+}  // namespace
+}  // namespace distml::sim
