@@ -41,9 +41,16 @@ set(DISTML_TESTS_AGAINST_A_DEADLINE
     "^mpi\\.faults\\."
     "^rl\\.(LostActor|ExecEnv)$")
 
+# On emulated hosts (RESOURCE_LOCK netns: never two at once): tests that make network
+# namespaces and check that none of theirs is left, counting every namespace of distml's.
+set(DISTML_TESTS_ON_EMULATED_HOSTS
+    "^cli\\.NetnsClusterRunsAcrossHostsAndCleansUp$"
+    "^ops\\.restart\\.(host-lost|elastic\\.netns)$")
+
 # Sets the properties the test `name` needs, if any.
 function(distml_test_resources_for name)
   set(props "")
+  set(locks "")
   foreach(pattern IN LISTS DISTML_TESTS_ON_EVERY_CORE)
     if(name MATCHES "${pattern}")
       list(APPEND props PROCESSORS 2)
@@ -52,10 +59,20 @@ function(distml_test_resources_for name)
   endforeach()
   foreach(pattern IN LISTS DISTML_TESTS_AGAINST_A_DEADLINE)
     if(name MATCHES "${pattern}")
-      list(APPEND props RESOURCE_LOCK deadline COST 1000)
+      list(APPEND locks deadline)
+      list(APPEND props COST 1000)
       break()
     endif()
   endforeach()
+  foreach(pattern IN LISTS DISTML_TESTS_ON_EMULATED_HOSTS)
+    if(name MATCHES "${pattern}")
+      list(APPEND locks netns)
+      break()
+    endif()
+  endforeach()
+  if(locks)  # a list as one value: set apart from `props`, which would flatten it
+    set_tests_properties("${name}" PROPERTIES RESOURCE_LOCK "${locks}")
+  endif()
   if(props)
     set_tests_properties("${name}" PROPERTIES ${props})
   endif()

@@ -80,7 +80,10 @@ def main():
         # The simulator's buckets for the same config are the run's.
         out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "1,2,4",
                        "--bandwidth", "1gbit", "--latency", "50us", "--json")
-        lines = [json.loads(line) for line in out.stdout.splitlines()]
+        events = [json.loads(line) for line in out.stdout.splitlines()]
+        if events[-1]["event"] != "done" or events[-1]["sizes"] != 3:
+            fail(f"the last line is not the done line: {events[-1]}")
+        lines = [e for e in events if e["event"] == "prediction"]
         if [line["hosts"] for line in lines] != [1, 2, 4]:
             fail(f"one line per cluster size: {lines}")
         simulated = [b["bytes"] for b in lines[1]["buckets"]]

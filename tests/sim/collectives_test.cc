@@ -101,5 +101,31 @@ TEST(Collectives, NativeIsTheEnginesOwn) {
   expect_close(seconds(Algorithm::native, hosts(4)), seconds(Algorithm::ring, hosts(4)));
 }
 
+TEST(Links, ABurstPassesAtOnceThenTheRateRefillsIt) {
+  // 2 hosts, 1 ms latency, 100 bytes/ms, a 500-byte burst. A ring of 2 sends S/2 a host per
+  // step, 2 steps. Worked by hand: tokens after a step = tokens - sent + 100 x its ms.
+  Cluster c = hosts(2);
+  c.network = {1e-3, 1e5};
+  c.burst_bytes = 500;
+  Links links(c);
+  const auto ring = [&](double bytes) {
+    return allreduce_rounds(Algorithm::ring, "gloo", bytes, c);
+  };
+  // 200 a step from 500 tokens: latency only, 1 + 1 ms; tokens 400, then 300.
+  EXPECT_NEAR(links.send(ring(400)), 0.002, 1e-15);
+  // 1000 a step: (1000 - 300) / 100 + 1 = 8 ms, tokens 100; (1000 - 100) / 100 + 1 = 10 ms.
+  EXPECT_NEAR(links.send(ring(2000)), 0.018, 1e-15);
+  // 2 ms idle: 300 tokens; 200 a step: 1 ms, tokens 200; 1 ms.
+  links.idle(0.002);
+  EXPECT_NEAR(links.send(ring(400)), 0.002, 1e-15);
+  // A burst at 1000 bytes/ms rather than at once: each 200-byte step 0.2 ms more.
+  Cluster paced = c;
+  paced.burst_bytes_per_s = 1e6;
+  EXPECT_NEAR(Links(paced).send(ring(400)), 0.0024, 1e-15);
+  // Without a burst, Links is round_s: 2 steps of 1 ms + 10 ms.
+  c.burst_bytes = 0;
+  EXPECT_NEAR(Links(c).send(ring(2000)), 0.022, 1e-15);
+}
+
 }  // namespace
 }  // namespace distml::sim

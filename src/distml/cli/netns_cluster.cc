@@ -91,6 +91,10 @@ NetnsClusterOptions parse_cluster_shape(const std::string& shape) {
   return o;
 }
 
+double emulated_burst_bytes(const std::string& rate) {
+  return std::max(15000.0, rate_bytes_per_second(rate) * 0.004);
+}
+
 double rate_bytes_per_second(const std::string& rate) {
   for (const auto& [unit, bits] :
        {std::pair{"gbit", 1e9}, std::pair{"mbit", 1e6}, std::pair{"kbit", 1e3}}) {
@@ -171,9 +175,7 @@ void NetnsCluster::shape(const std::string& ns, const std::string& device) const
     parent = {"parent", "1:1"};
   }
   if (options_.bandwidth.empty()) return;
-  // The bucket holds 4 ms at the rate, and at least ten full frames.
-  const auto burst =
-      static_cast<long long>(std::max(15000.0, rate_bytes_per_second(options_.bandwidth) * 0.004));
+  const auto burst = static_cast<long long>(emulated_burst_bytes(options_.bandwidth));
   std::vector<std::string> argv = {tc, "-n", ns, "qdisc", "add", "dev", device};
   argv.insert(argv.end(), parent.begin(), parent.end());
   argv.insert(argv.end(), {"tbf", "rate", options_.bandwidth, "burst", std::to_string(burst),

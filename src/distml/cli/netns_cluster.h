@@ -33,6 +33,10 @@ NetnsClusterOptions parse_cluster_shape(const std::string& shape);
 /// Bytes per second of a tc rate ("100mbit", "1gbit", "500kbit"). UsageError otherwise.
 double rate_bytes_per_second(const std::string& rate);
 
+/// The token bucket's burst of an emulated host's link at `rate`: 4 ms of the rate (what tbf
+/// needs to reach it at the kernel's 250 Hz tick), at least ten full frames.
+double emulated_burst_bytes(const std::string& rate);
+
 class NetnsCluster {
  public:
   /// Removes the namespaces of clusters whose launcher is no longer alive (killed before it

@@ -20,7 +20,7 @@ struct SimulateOptions {
   std::vector<std::string> sets;
   std::string hosts = "1,2,4,8";
   int ranks_per_host = 1;
-  std::string bandwidth, latency = "0";
+  std::string bandwidth, latency = "0", burst = "0", burst_rate;
   double shared_cores = 0;
   int hosts_per_rack = 0;
   double oversubscription = 1;
@@ -82,6 +82,10 @@ void run(const SimulateOptions& o) {
   cluster.ranks_per_host = o.ranks_per_host;
   cluster.network = {parse_duration_s(o.latency, "--latency"), rate_bytes_per_second(o.bandwidth)};
   cluster.shared_cores = o.shared_cores;
+  cluster.burst_bytes = o.burst == "emulated"
+                            ? emulated_burst_bytes(o.bandwidth)
+                            : static_cast<double>(parse_bytes(o.burst, "--burst"));
+  if (!o.burst_rate.empty()) cluster.burst_bytes_per_s = rate_bytes_per_second(o.burst_rate);
   cluster.hosts_per_rack = o.hosts_per_rack;
   cluster.oversubscription = o.oversubscription;
 
@@ -95,7 +99,8 @@ void run(const SimulateOptions& o) {
         profile.model.c_str(), counted(profile.batch_size, "sample").c_str(),
         readable_bytes(profile.gradient_bytes()).c_str(), o.bandwidth.c_str(), o.latency.c_str(),
         "hosts", "ranks", "step_s", "efficiency", "exposed_s", "bytes/link");
-  for (int hosts : host_counts(o.hosts)) {
+  const auto sizes = host_counts(o.hosts);
+  for (int hosts : sizes) {
     cluster.hosts = hosts;
     const auto p = sim::predict_allreduce_step(profile, options, cluster);
     const double efficiency = one_rank_s / p.step_s;
@@ -123,6 +128,14 @@ void run(const SimulateOptions& o) {
                   100 * efficiency, p.exposed_comm_s, readable_bytes(p.bytes_per_link).c_str());
     }
   }
+  // The done line every subcommand's --json ends with.
+  if (o.json)
+    std::cout << nlohmann::json{{"event", "done"},
+                                {"model", profile.model},
+                                {"one_rank_step_s", one_rank_s},
+                                {"sizes", sizes.size()}}
+                     .dump()
+              << std::endl;
 }
 
 }  // namespace
@@ -148,7 +161,7 @@ void add_simulate_command(CLI::App& app) {
                   "TOML file whose strategy is simulated, as for distml train (default: the "
                   "defaults, strategy allreduce)");
   sub->add_option("--set", o->sets, "Override a config key, as for distml train (repeatable)");
-  sub->add_option("--hosts", o->hosts, "Host counts to predict, e.g. 1,2,4,8");
+  sub->add_option("--hosts", o->hosts, "Host counts to predict (default 1,2,4,8)");
   sub->add_option("--ranks-per-host", o->ranks_per_host, "Ranks on each host")
       ->check(CLI::PositiveNumber);
   sub->add_option("--bandwidth", o->bandwidth,
@@ -158,6 +171,13 @@ void add_simulate_command(CLI::App& app) {
                   "Every rank of the cluster shares this many cores (emulated hosts on one "
                   "machine); default: each host has its own")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--burst", o->burst,
+                  "Bytes a link passes at once after idling, as a token bucket does (64K); "
+                  "\"emulated\": the burst of distml launch --netns-cluster's links (4 ms of "
+                  "the rate); default 0, a plain link");
+  sub->add_option("--burst-rate", o->burst_rate,
+                  "The rate at which a burst goes (the wire's, or what the hosts' network stack "
+                  "reaches: 2800mbit); default: at once");
   sub->add_option("--hosts-per-rack", o->hosts_per_rack,
                   "Hosts under one switch; the racks' switches meet at a spine (default: one "
                   "switch for all)")

@@ -15,6 +15,11 @@ struct Cluster {
   int hosts = 1;
   int ranks_per_host = 1;
   LinkCost network;  // each host's NIC: between hosts
+  // A link shaped by a token bucket (tc tbf, as distml launch --netns-cluster shapes its
+  // emulated hosts') passes this many bytes at the wire's speed (burst_bytes_per_s) after
+  // idling, then its rate; 0: a plain link, always at its rate.
+  double burst_bytes = 0;
+  double burst_bytes_per_s = 1e300;
   // Between the ranks of one host, through shared memory: a copy's start-up and the host's
   // memory bandwidth, shared by all its ranks' copies.
   LinkCost within_host{2e-6, 5e9};

@@ -1,6 +1,7 @@
 #include "distml/sim/data_parallel.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "distml/comm/auto_policy.h"
 #include "distml/sim/collectives.h"
@@ -24,11 +25,13 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
   const auto plan = train::plan_buckets(bytes, static_cast<std::size_t>(options.first_bucket_bytes),
                                         static_cast<std::size_t>(options.bucket_bytes));
 
-  StepPrediction out;
+  // Each bucket's bytes, ready time, algorithm and rounds: the same at every step.
   const double backward_start = (profile.data_s + profile.forward_s) * slow;
   const double backward_end = backward_start + profile.backward_s * slow;
+  const double after = (profile.optimizer_s + profile.other_s) * slow;
+  StepPrediction out;
+  std::vector<std::vector<Round>> rounds;
   Traffic traffic;
-  double free_at = 0;  // the communication thread
   for (const auto& bucket : plan.buckets) {
     BucketReplay b;
     b.bytes = options.flag_bytes;
@@ -44,19 +47,35 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
                       : comm::auto_allreduce_algorithm(options.engine, cluster.world(),
                                                        static_cast<std::size_t>(sent),
                                                        cluster.hosts, cluster.ranks_per_host);
-    const auto rounds = allreduce_rounds(b.algorithm, options.engine, sent, cluster);
-    b.start_s = std::max(b.ready_s, free_at);
-    b.end_s = b.start_s + rounds_s(rounds, cluster);
-    free_at = b.end_s;
-    out.comm_s += b.end_s - b.start_s;
-    for (const auto& round : rounds) traffic.add(round, cluster);
+    rounds.push_back(allreduce_rounds(b.algorithm, options.engine, sent, cluster));
+    for (const auto& round : rounds.back()) traffic.add(round, cluster);
     out.buckets.push_back(b);
   }
-  const double synced = std::max(backward_end, free_at);
-  out.exposed_comm_s = synced - backward_end;
-  const double after = (profile.optimizer_s + profile.other_s) * slow;
+  // The steps one after another, from links at rest, until a step takes what the one before
+  // took: with a burst, each step's links hold what the previous left them (Links); without,
+  // the first step is every step.
+  Links links(cluster);
+  double step_start = 0, links_busy_until = 0, last_step = -1;
+  for (int step = 0; step < 50; ++step) {
+    double free_at = 0;  // the communication thread, from the step's start
+    out.comm_s = 0;
+    for (std::size_t k = 0; k < out.buckets.size(); ++k) {
+      auto& b = out.buckets[k];
+      b.start_s = std::max(b.ready_s, free_at);
+      links.idle(step_start + b.start_s - links_busy_until);
+      b.end_s = b.start_s + links.send(rounds[k]);
+      free_at = b.end_s;
+      links_busy_until = step_start + b.end_s;
+      out.comm_s += b.end_s - b.start_s;
+    }
+    const double synced = std::max(backward_end, free_at);
+    out.exposed_comm_s = synced - backward_end;
+    out.step_s = synced + after;
+    if (std::abs(out.step_s - last_step) <= 1e-12 * out.step_s || cluster.burst_bytes <= 0) break;
+    last_step = out.step_s;
+    step_start += out.step_s;
+  }
   out.compute_s = (profile.data_s + profile.forward_s + profile.backward_s) * slow + after;
-  out.step_s = synced + after;
   for (std::size_t h = 0; h < traffic.sent_by_host.size(); ++h)
     if (traffic.sent_by_host[h] > out.bytes_per_link) {
       out.bytes_per_link = traffic.sent_by_host[h];

@@ -9,7 +9,8 @@
 //     share fewer cores than the profile's rank had (Cluster::shared_cores);
 //  4. a bucket's all-reduce starts when its last gradient is ready in backward and the
 //     previous bucket's has finished (one communication thread, buckets in order); without
-//     overlap, all start after backward;
+//     overlap, all start after backward. On links with a burst (network.h, Links) the steps
+//     are replayed one after another until one takes what the one before took;
 //  5. the optimizer steps when backward and the last all-reduce are done; the step's
 //     bookkeeping outside the recorded phases (Profile::other_s) follows.
 // All ranks do the same, so one rank's timeline is the step's.

@@ -32,10 +32,28 @@ struct Traffic {
   void add(const Round& round, const Cluster& cluster);
 };
 
-/// Seconds of one repetition of `round` on `cluster`.
+/// Seconds of one repetition of `round` on `cluster`, its links' buckets empty (or no burst).
 double round_s(const Round& round, const Cluster& cluster);
 
-/// Seconds of the rounds one after another (each times its repeat).
+/// Seconds of the rounds one after another (each times its repeat), as round_s.
 double rounds_s(const std::vector<Round>& rounds, const Cluster& cluster);
+
+/// The cluster's links through a run, for links with a burst (Cluster::burst_bytes): each host
+/// NIC's two directions hold a token bucket of burst_bytes, refilled at the link's rate. A
+/// round's bytes go at once as far as a NIC's tokens reach, the rest at the rate; the tokens
+/// then refill for the round's time. Time without traffic (idle) refills them too. Without a
+/// burst every round takes round_s.
+class Links {
+ public:
+  explicit Links(const Cluster& cluster);  // the buckets full
+  /// Seconds of the rounds one after another, each times its repeat.
+  double send(const std::vector<Round>& rounds);
+  void idle(double seconds);
+
+ private:
+  double send_once(const Round& round);
+  const Cluster& cluster_;
+  std::vector<double> tokens_out_, tokens_in_;
+};
 
 }  // namespace distml::sim
