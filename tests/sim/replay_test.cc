@@ -99,5 +99,26 @@ TEST(Replay, TheAutomaticAlgorithmIsTheRunsChoice) {
   for (const auto& b : p.buckets) EXPECT_EQ(b.algorithm, Algorithm::tree);
 }
 
+TEST(Replay, OnLinksWithABurstTheStepIsTheSteadyOne) {
+  // One 400- or 2000-byte gradient ready when a 4 ms backward ends; 1 ms of optimizer. 2 hosts,
+  // 1 ms latency, 100 bytes/ms, a 500-byte burst; a ring of 2 sends half a host per step.
+  Profile p;
+  p.backward_s = 0.004;
+  p.optimizer_s = 0.001;
+  Cluster c = two_hosts();
+  c.burst_bytes = 500;
+  AllreduceOptions o = ring_options();
+  o.first_bucket_bytes = o.bucket_bytes = 1e9;
+  // 200 bytes a step from 500 tokens: 1 + 1 ms; the 5 ms before the next bucket refill them.
+  p.parameters = {{"w", 400, 0.004}};
+  EXPECT_TIME(predict_allreduce_step(p, o, c).step_s, 0.004 + 0.002 + 0.001);
+  // 1000 bytes a step: (1000 - 500) / 100 + 1 = 6 ms, leaving 100 tokens; (1000 - 100) / 100 +
+  // 1 = 10 ms; the 5 ms to the next bucket refill them to 500 again. A plain link: 2 x 11 ms.
+  p.parameters = {{"w", 2000, 0.004}};
+  EXPECT_TIME(predict_allreduce_step(p, o, c).step_s, 0.004 + 0.016 + 0.001);
+  c.burst_bytes = 0;
+  EXPECT_TIME(predict_allreduce_step(p, o, c).step_s, 0.004 + 0.022 + 0.001);
+}
+
 }  // namespace
 }  // namespace distml::sim

@@ -17,6 +17,9 @@ double compute_slowdown(const Profile& profile, const Cluster& cluster) {
   return std::max(1.0, had / has);
 }
 
+// Steps replayed at most, on links with a burst, before the last one is taken as every step's.
+constexpr int kMaxSteps = 200;
+
 StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOptions& options,
                                       const Cluster& cluster) {
   const double slow = compute_slowdown(profile, cluster);
@@ -51,12 +54,13 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     for (const auto& round : rounds.back()) traffic.add(round, cluster);
     out.buckets.push_back(b);
   }
-  // The steps one after another, from links at rest, until a step takes what the one before
-  // took: with a burst, each step's links hold what the previous left them (Links); without,
+  // The steps one after another, from links at rest, until a step leaves the links as it found
+  // them: with a burst, each step's links hold what the previous left them (Links); without,
   // the first step is every step.
   Links links(cluster);
-  double step_start = 0, links_busy_until = 0, last_step = -1;
-  for (int step = 0; step < 50; ++step) {
+  double step_start = 0, links_busy_until = 0;
+  for (int step = 0; step < kMaxSteps; ++step) {
+    const auto tokens_at_start = links.tokens();
     double free_at = 0;  // the communication thread, from the step's start
     out.comm_s = 0;
     for (std::size_t k = 0; k < out.buckets.size(); ++k) {
@@ -71,8 +75,12 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     const double synced = std::max(backward_end, free_at);
     out.exposed_comm_s = synced - backward_end;
     out.step_s = synced + after;
-    if (std::abs(out.step_s - last_step) <= 1e-12 * out.step_s || cluster.burst_bytes <= 0) break;
-    last_step = out.step_s;
+    if (cluster.burst_bytes <= 0 || out.buckets.empty()) break;
+    // The links when the next step's first bucket starts, against this step's.
+    const double next_first = step_start + out.step_s + out.buckets.front().start_s;
+    links.idle(next_first - links_busy_until);
+    links_busy_until = next_first;
+    if (links.same_tokens(tokens_at_start)) break;
     step_start += out.step_s;
   }
   out.compute_s = (profile.data_s + profile.forward_s + profile.backward_s) * slow + after;

@@ -98,20 +98,31 @@ double Links::send(const std::vector<Round>& rounds) {
   if (cluster_.burst_bytes <= 0) return rounds_s(rounds, cluster_);
   double total = 0;
   for (const auto& round : rounds) {
-    // Repeats stop changing once the buckets are as empty as the rate keeps them: the rest
-    // take the same time.
-    double last = -1;
+    // Once a repeat leaves the buckets as it found them, every later one takes its time.
     for (int i = 0; i < round.repeat; ++i) {
+      const auto before = tokens();
       const double seconds = send_once(round);
       total += seconds;
-      if (std::abs(seconds - last) <= 1e-12 * seconds) {
+      if (same_tokens(before)) {
         total += (round.repeat - i - 1) * seconds;
         break;
       }
-      last = seconds;
     }
   }
   return total;
+}
+
+std::vector<double> Links::tokens() const {
+  std::vector<double> all = tokens_out_;
+  all.insert(all.end(), tokens_in_.begin(), tokens_in_.end());
+  return all;
+}
+
+bool Links::same_tokens(const std::vector<double>& before) const {
+  const auto now = tokens();
+  for (std::size_t i = 0; i < now.size(); ++i)
+    if (std::abs(now[i] - before[i]) > 1e-9 * cluster_.burst_bytes) return false;
+  return true;
 }
 
 void Traffic::add(const Round& round, const Cluster& cluster) {

@@ -49,6 +49,10 @@ class Links {
   /// Seconds of the rounds one after another, each times its repeat.
   double send(const std::vector<Round>& rounds);
   void idle(double seconds);
+  /// Every NIC's tokens (out, then in), and whether they are as in `before` (to within a
+  /// billionth of the burst): a repeated round or step has reached its steady state.
+  std::vector<double> tokens() const;
+  bool same_tokens(const std::vector<double>& before) const;
 
  private:
   double send_once(const Round& round);
