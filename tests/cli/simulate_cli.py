@@ -96,6 +96,18 @@ def main():
             fail(f"more hosts on the same link should not be faster: {lines}")
         print(f"ok: predicted steps {[f'{s * 1e3:.2f} ms' for s in steps]}")
 
+        # Local SGD: the parameters' one all-reduce every 4 steps, no flag element, a quarter of
+        # it a step: what the gradients' buckets send, without their 4 flags, over 4.
+        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "2",
+                       "--bandwidth", "1gbit", "--set", "strategy.name=local_sgd",
+                       "--set", "strategy.period=4", "--json")
+        local = json.loads(out.stdout.splitlines()[0])
+        flags = 4 * len(lines[1]["buckets"])
+        if abs(4 * local["bytes_per_link"] - (lines[1]["bytes_per_link"] - flags)) > 1e-6:
+            fail(f"local SGD sends {local['bytes_per_link']} a step; allreduce "
+                 f"{lines[1]['bytes_per_link']} with {flags} bytes of flags")
+        print(f"ok: local SGD every 4 steps: {local['step_s'] * 1e3:.2f} ms a step")
+
         # Mistakes: each named, exit 2.
         for args, words in [
             (["--profile", f"{d}/none.json", "--bandwidth", "1gbit"], "none.json"),

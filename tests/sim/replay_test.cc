@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "distml/sim/data_parallel.h"
+#include "distml/sim/local_sgd.h"
 
 namespace distml::sim {
 namespace {
@@ -97,6 +98,19 @@ TEST(Replay, TheAutomaticAlgorithmIsTheRunsChoice) {
   o.algorithm = Algorithm::automatic;
   const auto p = predict_allreduce_step(toy(), o, two_hosts());
   for (const auto& b : p.buckets) EXPECT_EQ(b.algorithm, Algorithm::tree);
+}
+
+TEST(Replay, LocalSgdAveragesThePeriodsOneAllreduce) {
+  // Every 4th step one all-reduce of the 700 bytes of parameters after the 9.5 ms of compute:
+  // auto over gloo at 2 ranks is the tree, 2 x (1 ms + 7 ms) = 16 ms, 4 ms a step.
+  const auto p = predict_local_sgd_step(toy(), {"gloo", 4}, two_hosts());
+  EXPECT_TIME(p.compute_s, 0.0095);
+  EXPECT_TIME(p.step_s, 0.0095 + 0.004);
+  EXPECT_TIME(p.exposed_comm_s, 0.004);
+  ASSERT_EQ(p.buckets.size(), 1u);
+  EXPECT_EQ(p.buckets[0].algorithm, Algorithm::tree);
+  EXPECT_TIME(p.buckets[0].end_s - p.buckets[0].start_s, 0.016);
+  EXPECT_EQ(p.bytes_per_link, 700.0 / 4);  // each host sends the vector once, every 4th step
 }
 
 TEST(Replay, OnLinksWithABurstTheStepIsTheSteadyOne) {

@@ -2,12 +2,14 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
 #include "distml/sim/data_parallel.h"
+#include "distml/sim/local_sgd.h"
 #include "distml/train/config.h"
 #include "netns_cluster.h"
 #include "torch_commands.h"
@@ -50,24 +52,38 @@ std::string readable_bytes(double bytes) {
   return text;
 }
 
-// What the config asks of the all-reduce, refused where the simulator has no model yet.
-sim::AllreduceOptions allreduce_options(const train::TrainConfig& c, const sim::Profile& profile,
-                                        const std::string& engine) {
-  if (c.strategy.name != "allreduce")
-    throw UsageError(cat("distml simulate: strategy.name = \"", c.strategy.name,
-                         "\" is not simulated yet; \"allreduce\" is (docs/simulator.md)"));
+using Predictor = std::function<sim::StepPrediction(const sim::Cluster&)>;
+
+// The step of the config's strategy, refused where the simulator has no model of it yet.
+Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
+                    const std::string& engine) {
   if (c.parallel.pipeline_stages > 1 || c.parallel.tensor > 1)
     throw UsageError("distml simulate: pipelines and tensor parallelism are not simulated yet");
   if (c.compress.name != "none")
     throw UsageError(
         cat("distml simulate: compress.name = \"", c.compress.name, "\" is not simulated yet"));
-  sim::AllreduceOptions o;
-  o.engine = engine;
-  o.algorithm = comm::parse_algorithm(c.strategy.algorithm);
-  o.first_bucket_bytes = c.strategy.first_bucket_mb * (1 << 20);
-  o.bucket_bytes = c.strategy.bucket_mb * (1 << 20);
-  if (!c.strategy.find_unused_parameters) o.flag_bytes = profile.dtype == "float64" ? 8 : 4;
-  return o;
+  if (c.strategy.name == "allreduce") {
+    sim::AllreduceOptions o;
+    o.engine = engine;
+    o.algorithm = comm::parse_algorithm(c.strategy.algorithm);
+    o.first_bucket_bytes = c.strategy.first_bucket_mb * (1 << 20);
+    o.bucket_bytes = c.strategy.bucket_mb * (1 << 20);
+    if (!c.strategy.find_unused_parameters) o.flag_bytes = profile.dtype == "float64" ? 8 : 4;
+    return [profile, o](const sim::Cluster& cluster) {
+      return sim::predict_allreduce_step(profile, o, cluster);
+    };
+  }
+  if (c.strategy.name == "local_sgd" && !c.strategy.average_optimizer_state) {
+    const sim::LocalSgdOptions o{engine, c.strategy.period};
+    return [profile, o](const sim::Cluster& cluster) {
+      return sim::predict_local_sgd_step(profile, o, cluster);
+    };
+  }
+  throw UsageError(
+      cat("distml simulate: strategy.name = \"", c.strategy.name, "\"",
+          c.strategy.name == "local_sgd" ? " with strategy.average_optimizer_state" : "",
+          " is not simulated yet; \"allreduce\" and \"local_sgd\" are "
+          "(docs/simulator.md)"));
 }
 
 void run(const SimulateOptions& o) {
@@ -76,7 +92,7 @@ void run(const SimulateOptions& o) {
                                             : train::load_config(o.config_path, o.sets);
   const std::string engine = o.engine.empty() ? profile.engine : o.engine;
   comm::check_engine_name(engine);
-  const auto options = allreduce_options(config, profile, engine);
+  const auto predict = predictor(config, profile, engine);
   if (o.bandwidth.empty()) throw UsageError("--bandwidth is required (a rate such as 1gbit)");
   sim::Cluster cluster;
   cluster.ranks_per_host = o.ranks_per_host;
@@ -92,7 +108,7 @@ void run(const SimulateOptions& o) {
   sim::Cluster alone = cluster;  // one rank: the step that scaling is measured against
   alone.hosts = 1;
   alone.ranks_per_host = 1;
-  const double one_rank_s = sim::predict_allreduce_step(profile, options, alone).step_s;
+  const double one_rank_s = predict(alone).step_s;
   if (!o.json)
     std::printf(
         "%s, %s per rank, %s of gradients; links %s, latency %s\n%6s %6s %10s %10s %12s %14s\n",
@@ -102,7 +118,7 @@ void run(const SimulateOptions& o) {
   const auto sizes = host_counts(o.hosts);
   for (int hosts : sizes) {
     cluster.hosts = hosts;
-    const auto p = sim::predict_allreduce_step(profile, options, cluster);
+    const auto p = predict(cluster);
     const double efficiency = one_rank_s / p.step_s;
     if (o.json) {
       nlohmann::json buckets = nlohmann::json::array();

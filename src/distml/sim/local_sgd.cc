@@ -1,0 +1,38 @@
+#include "distml/sim/local_sgd.h"
+
+#include "distml/comm/auto_policy.h"
+#include "distml/sim/collectives.h"
+
+namespace distml::sim {
+
+StepPrediction predict_local_sgd_step(const Profile& profile, const LocalSgdOptions& options,
+                                      const Cluster& cluster) {
+  const double slow = compute_slowdown(profile, cluster);
+  StepPrediction out;
+  out.compute_s = (profile.data_s + profile.forward_s + profile.backward_s + profile.optimizer_s +
+                   profile.other_s) *
+                  slow;
+  BucketReplay average;
+  average.bytes = profile.gradient_bytes();  // the parameters, as many bytes as their gradients
+  average.algorithm = comm::auto_allreduce_algorithm(options.engine, cluster.world(),
+                                                     static_cast<std::size_t>(average.bytes),
+                                                     cluster.hosts, cluster.ranks_per_host);
+  const auto rounds = allreduce_rounds(average.algorithm, options.engine, average.bytes, cluster);
+  average.ready_s = average.start_s = out.compute_s;
+  // On links with a burst, the period's local steps are taken to have refilled it.
+  average.end_s = average.start_s + Links(cluster).send(rounds);
+  const double per_step = 1.0 / static_cast<double>(options.period);
+  out.comm_s = out.exposed_comm_s = (average.end_s - average.start_s) * per_step;
+  out.step_s = out.compute_s + out.comm_s;
+  Traffic traffic;
+  for (const auto& round : rounds) traffic.add(round, cluster);
+  for (std::size_t h = 0; h < traffic.sent_by_host.size(); ++h)
+    if (traffic.sent_by_host[h] * per_step > out.bytes_per_link) {
+      out.bytes_per_link = traffic.sent_by_host[h] * per_step;
+      out.busiest_host = static_cast<int>(h);
+    }
+  out.buckets.push_back(average);
+  return out;
+}
+
+}  // namespace distml::sim
