@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "distml/comm/auto_policy.h"
 #include "distml/sim/collectives.h"
@@ -84,11 +85,7 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     step_start += out.step_s;
   }
   out.compute_s = (profile.data_s + profile.forward_s + profile.backward_s) * slow + after;
-  for (std::size_t h = 0; h < traffic.sent_by_host.size(); ++h)
-    if (traffic.sent_by_host[h] > out.bytes_per_link) {
-      out.bytes_per_link = traffic.sent_by_host[h];
-      out.busiest_host = static_cast<int>(h);
-    }
+  std::tie(out.busiest_host, out.bytes_per_link) = traffic.busiest();
   return out;
 }
 

@@ -1,5 +1,7 @@
 #include "distml/sim/local_sgd.h"
 
+#include <tuple>
+
 #include "distml/comm/auto_policy.h"
 #include "distml/sim/collectives.h"
 
@@ -26,11 +28,8 @@ StepPrediction predict_local_sgd_step(const Profile& profile, const LocalSgdOpti
   out.step_s = out.compute_s + out.comm_s;
   Traffic traffic;
   for (const auto& round : rounds) traffic.add(round, cluster);
-  for (std::size_t h = 0; h < traffic.sent_by_host.size(); ++h)
-    if (traffic.sent_by_host[h] * per_step > out.bytes_per_link) {
-      out.bytes_per_link = traffic.sent_by_host[h] * per_step;
-      out.busiest_host = static_cast<int>(h);
-    }
+  std::tie(out.busiest_host, out.bytes_per_link) = traffic.busiest();
+  out.bytes_per_link *= per_step;
   out.buckets.push_back(average);
   return out;
 }

@@ -132,4 +132,11 @@ void Traffic::add(const Round& round, const Cluster& cluster) {
       sent_by_host[cluster.host_of(m.from)] += round.repeat * m.bytes;
 }
 
+std::pair<int, double> Traffic::busiest() const {
+  std::pair<int, double> most{0, 0.0};
+  for (std::size_t h = 0; h < sent_by_host.size(); ++h)
+    if (sent_by_host[h] > most.second) most = {static_cast<int>(h), sent_by_host[h]};
+  return most;
+}
+
 }  // namespace distml::sim

@@ -9,6 +9,7 @@
 // bandwidth, and a round is as slow as its busiest link.
 #pragma once
 
+#include <utility>
 #include <vector>
 
 #include "distml/sim/cluster.h"
@@ -30,6 +31,8 @@ struct Round {
 struct Traffic {
   std::vector<double> sent_by_host;
   void add(const Round& round, const Cluster& cluster);
+  /// The host that sent the most (the first of equals), and its bytes; {0, 0} for none.
+  std::pair<int, double> busiest() const;
 };
 
 /// Seconds of one repetition of `round` on `cluster`, its links' buckets empty (or no burst).
