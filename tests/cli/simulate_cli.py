@@ -72,6 +72,9 @@ def main():
             if not p[key] > 0:
                 fail(f"{key} = {p[key]}")
         ready = [q["ready_s"] for q in p["parameters"]]
+        # A ready time is a share of the backward, done / total x backward_s: the last one
+        # equals backward_s but for the division's and product's rounding (2^-53 each), which
+        # 1e-12 of it covers.
         if any(not 0 < r <= p["backward_s"] * (1 + 1e-12) for r in ready) or \
                 ready != sorted(ready, reverse=True):
             fail(f"ready times not within backward, first layer last: {ready}")
@@ -103,6 +106,8 @@ def main():
                        "--set", "strategy.period=4", "--json")
         local = json.loads(out.stdout.splitlines()[0])
         flags = 4 * len(lines[1]["buckets"])
+        # Byte counts and their quarters are exact in doubles (below 2^53) and in JSON, which
+        # writes doubles to read back the same: equal exactly; 1e-6 is far below one byte.
         if abs(4 * local["bytes_per_link"] - (lines[1]["bytes_per_link"] - flags)) > 1e-6:
             fail(f"local SGD sends {local['bytes_per_link']} a step; allreduce "
                  f"{lines[1]['bytes_per_link']} with {flags} bytes of flags")

@@ -52,6 +52,19 @@ std::string readable_bytes(double bytes) {
   return text;
 }
 
+// Seconds of a duration such as "50us", "1.5ms", "0.2s" or "0". UsageError naming `what`.
+double parse_duration_s(const std::string& text, const std::string& what) {
+  double value = 0;
+  int used = 0;
+  if (std::sscanf(text.c_str(), "%lf%n", &value, &used) != 1 || value < 0)
+    throw UsageError(cat(what, ": expected a duration such as 50us, 1ms or 0, got \"", text, "\""));
+  const std::string unit = text.substr(used);
+  if (unit == "s" || (unit.empty() && value == 0)) return value;
+  if (unit == "ms") return value * 1e-3;
+  if (unit == "us") return value * 1e-6;
+  throw UsageError(cat(what, ": expected a duration such as 50us, 1ms or 0, got \"", text, "\""));
+}
+
 using Predictor = std::function<sim::StepPrediction(const sim::Cluster&)>;
 
 // The step of the config's strategy, refused where the simulator has no model of it yet.
@@ -155,18 +168,6 @@ void run(const SimulateOptions& o) {
 }
 
 }  // namespace
-
-double parse_duration_s(const std::string& text, const std::string& what) {
-  double value = 0;
-  int used = 0;
-  if (std::sscanf(text.c_str(), "%lf%n", &value, &used) != 1 || value < 0)
-    throw UsageError(cat(what, ": expected a duration such as 50us, 1ms or 0, got \"", text, "\""));
-  const std::string unit = text.substr(used);
-  if (unit == "s" || (unit.empty() && value == 0)) return value;
-  if (unit == "ms") return value * 1e-3;
-  if (unit == "us") return value * 1e-6;
-  throw UsageError(cat(what, ": expected a duration such as 50us, 1ms or 0, got \"", text, "\""));
-}
 
 void add_simulate_command(CLI::App& app) {
   auto o = std::make_shared<SimulateOptions>();

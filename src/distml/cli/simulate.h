@@ -2,8 +2,6 @@
 // (docs/simulator.md).
 #pragma once
 
-#include <string>
-
 namespace CLI {
 class App;
 }
@@ -11,8 +9,5 @@ class App;
 namespace distml::cli {
 
 void add_simulate_command(CLI::App& app);
-
-/// Seconds of a duration such as "50us", "1.5ms", "0.2s" or "0". UsageError naming `what`.
-double parse_duration_s(const std::string& text, const std::string& what);
 
 }  // namespace distml::cli

@@ -20,29 +20,36 @@ double median(std::vector<double> v) {
 }
 
 // Per step (the "step" spans), the seconds of each phase inside it; the medians over the
-// steps, the first left out when there are more.
+// steps, the first left out when there are more. One pass: a lane records each span when it
+// ends, so a step's phases come just before the step itself, and what runs between steps
+// (an evaluation, a checkpoint) starts before the next step does.
 void measure_phases(const Timeline::Lane& lane, sim::Profile& p) {
-  std::vector<const Timeline::Event*> steps, evals;
-  for (const auto& e : lane.events()) {
-    if (std::string_view(e.name) == "step") steps.push_back(&e);
-    if (std::string_view(e.name) == "eval") evals.push_back(&e);
-  }
   std::map<std::string, std::vector<double>> per_step;  // phase -> seconds in each step
-  for (const auto* step : steps) {
-    std::map<std::string, double> in_step;
+  std::vector<double> eval_s;
+  std::vector<const Timeline::Event*> since_last_step;
+  std::size_t steps = 0;
+  for (const auto& e : lane.events()) {
+    const std::string_view name = e.name;
+    if (name == "eval") eval_s.push_back(e.duration_ns * 1e-9);
+    if (name != "step") {
+      since_last_step.push_back(&e);
+      continue;
+    }
+    std::map<std::string_view, double> in_step;
     double recorded = 0;  // every span inside the step (communication's included)
-    for (const auto& e : lane.events())
-      if (&e != step && e.start_ns >= step->start_ns &&
-          e.start_ns < step->start_ns + step->duration_ns) {
-        in_step[e.name] += e.duration_ns * 1e-9;
-        recorded += e.duration_ns * 1e-9;
+    for (const auto* inner : since_last_step)
+      if (inner->start_ns >= e.start_ns) {
+        in_step[inner->name] += inner->duration_ns * 1e-9;
+        recorded += inner->duration_ns * 1e-9;
       }
+    since_last_step.clear();
     for (const char* phase : {"data", "forward", "backward", "optimizer"})
       per_step[phase].push_back(in_step[phase]);
-    per_step["step"].push_back(step->duration_ns * 1e-9);
-    per_step["other"].push_back(std::max(0.0, step->duration_ns * 1e-9 - recorded));
+    per_step["step"].push_back(e.duration_ns * 1e-9);
+    per_step["other"].push_back(std::max(0.0, e.duration_ns * 1e-9 - recorded));
+    ++steps;
   }
-  if (steps.size() > 1)
+  if (steps > 1)
     for (auto& [phase, seconds] : per_step) seconds.erase(seconds.begin());
   p.steps = static_cast<std::int64_t>(per_step["step"].size());
   p.data_s = median(per_step["data"]);
@@ -51,8 +58,6 @@ void measure_phases(const Timeline::Lane& lane, sim::Profile& p) {
   p.optimizer_s = median(per_step["optimizer"]);
   p.other_s = median(per_step["other"]);
   p.step_s = median(per_step["step"]);
-  std::vector<double> eval_s;
-  for (const auto* e : evals) eval_s.push_back(e->duration_ns * 1e-9);
   p.eval_s = median(eval_s);
 }
 

@@ -45,13 +45,12 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
       ready = std::max(ready, profile.parameters[i].ready_s);
     }
     b.ready_s = options.overlap ? backward_start + ready * slow : backward_end;
-    const double sent = b.bytes * options.compression;
     b.algorithm = options.algorithm != comm::Algorithm::automatic
                       ? options.algorithm
                       : comm::auto_allreduce_algorithm(options.engine, cluster.world(),
-                                                       static_cast<std::size_t>(sent),
+                                                       static_cast<std::size_t>(b.bytes),
                                                        cluster.hosts, cluster.ranks_per_host);
-    rounds.push_back(allreduce_rounds(b.algorithm, options.engine, sent, cluster));
+    rounds.push_back(allreduce_rounds(b.algorithm, options.engine, b.bytes, cluster));
     for (const auto& round : rounds.back()) traffic.add(round, cluster);
     out.buckets.push_back(b);
   }

@@ -30,7 +30,6 @@ struct AllreduceOptions {
   comm::Algorithm algorithm = comm::Algorithm::automatic;
   double first_bucket_bytes = 1 << 20, bucket_bytes = 25 << 20;
   bool overlap = true;
-  double compression = 1;  // bytes sent over bytes of gradient (compressors: < 1)
   // Added to every bucket: the strategy's flag that each rank's parameters all had gradients
   // (train/strategies/gradient_buckets.h), one element, unless find_unused_parameters.
   double flag_bytes = 0;
