@@ -10,7 +10,10 @@
 #include "distml/core/parse.h"
 #include "distml/sim/data_parallel.h"
 #include "distml/sim/local_sgd.h"
+#include "distml/sim/parameter_server.h"
+#include "distml/sim/pipeline.h"
 #include "distml/train/config.h"
+#include "distml/train/strategy_factory.h"
 #include "netns_cluster.h"
 #include "torch_commands.h"
 
@@ -70,20 +73,46 @@ using Predictor = std::function<sim::StepPrediction(const sim::Cluster&)>;
 // The step of the config's strategy, refused where the simulator has no model of it yet.
 Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
                     const std::string& engine) {
-  if (c.parallel.pipeline_stages > 1 || c.parallel.tensor > 1)
-    throw UsageError("distml simulate: pipelines and tensor parallelism are not simulated yet");
+  if (c.parallel.tensor > 1)
+    throw UsageError("distml simulate: parallel.tensor > 1 is not simulated yet");
   if (c.compress.name != "none")
     throw UsageError(
         cat("distml simulate: compress.name = \"", c.compress.name, "\" is not simulated yet"));
+  if (c.train.slow_rank >= 0 && c.strategy.name != "ps")
+    throw UsageError(cat("distml simulate: train.slow_rank is simulated with strategy \"ps\" only, "
+                         "not \"", c.strategy.name, "\""));
+  if (c.parallel.pipeline_stages > 1 && c.strategy.name == "allreduce") {
+    const sim::PipelineOptions o{.stages = static_cast<int>(c.parallel.pipeline_stages),
+                                 .micro_batches = static_cast<int>(c.parallel.micro_batches),
+                                 .schedule = c.parallel.schedule,
+                                 .recompute = c.parallel.recompute,
+                                 .partition = c.parallel.partition,
+                                 .partition_by_profile = c.parallel.partition_by_profile};
+    return [profile, o](const sim::Cluster& cluster) {
+      return sim::predict_pipeline_step(profile, o, cluster);
+    };
+  }
+  if (c.parallel.pipeline_stages > 1)
+    throw UsageError(cat("distml simulate: pipelines are simulated with strategy \"allreduce\" "
+                         "only, not \"", c.strategy.name, "\""));
   if (c.strategy.name == "allreduce") {
+    const auto run = train::allreduce_options(c.strategy);
     sim::AllreduceOptions o;
     o.engine = engine;
-    o.algorithm = comm::parse_algorithm(c.strategy.algorithm);
-    o.first_bucket_bytes = c.strategy.first_bucket_mb * (1 << 20);
-    o.bucket_bytes = c.strategy.bucket_mb * (1 << 20);
-    if (!c.strategy.find_unused_parameters) o.flag_bytes = profile.dtype == "float64" ? 8 : 4;
+    o.algorithm = run.algorithm;
+    o.first_bucket_bytes = static_cast<double>(run.first_bucket_bytes);
+    o.bucket_bytes = static_cast<double>(run.bucket_bytes);
+    if (!run.find_unused_parameters) o.flag_bytes = profile.dtype == "float64" ? 8 : 4;
     return [profile, o](const sim::Cluster& cluster) {
       return sim::predict_allreduce_step(profile, o, cluster);
+    };
+  }
+  if (c.strategy.name == "ps") {
+    sim::PsOptions o{train::ps_options(c)};
+    o.slow_rank = static_cast<int>(c.train.slow_rank);
+    o.slow_factor = c.train.slow_factor;
+    return [profile, o](const sim::Cluster& cluster) {
+      return sim::predict_ps_step(profile, o, cluster);
     };
   }
   if (c.strategy.name == "local_sgd" && !c.strategy.average_optimizer_state) {
@@ -95,7 +124,7 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
   throw UsageError(
       cat("distml simulate: strategy.name = \"", c.strategy.name, "\"",
           c.strategy.name == "local_sgd" ? " with strategy.average_optimizer_state" : "",
-          " is not simulated yet; \"allreduce\" and \"local_sgd\" are "
+          " is not simulated yet; \"allreduce\", \"local_sgd\" and \"ps\" are "
           "(docs/simulator.md)"));
 }
 
@@ -118,26 +147,37 @@ void run(const SimulateOptions& o) {
   cluster.hosts_per_rack = o.hosts_per_rack;
   cluster.oversubscription = o.oversubscription;
 
-  sim::Cluster alone = cluster;  // one rank: the step that scaling is measured against
-  alone.hosts = 1;
-  alone.ranks_per_host = 1;
-  const double one_rank_s = predict(alone).step_s;
+  const double one_rank_s = sim::one_rank_step_s(profile, cluster);
+  const auto sizes = host_counts(o.hosts);
+  // Every size first, so that one the strategy refuses stops the run before any output.
+  std::vector<sim::StepPrediction> predictions;
+  for (int hosts : sizes) {
+    cluster.hosts = hosts;
+    try {
+      predictions.push_back(predict(cluster));
+    } catch (const ConfigError& e) {
+      throw UsageError(cat("--hosts ", hosts, " with --ranks-per-host ", o.ranks_per_host, ": ",
+                           e.what()));
+    }
+  }
   if (!o.json)
     std::printf(
         "%s, %s per rank, %s of gradients; links %s, latency %s\n%6s %6s %10s %10s %12s %14s\n",
         profile.model.c_str(), counted(profile.batch_size, "sample").c_str(),
         readable_bytes(profile.gradient_bytes()).c_str(), o.bandwidth.c_str(), o.latency.c_str(),
         "hosts", "ranks", "step_s", "efficiency", "exposed_s", "bytes/link");
-  const auto sizes = host_counts(o.hosts);
-  for (int hosts : sizes) {
-    cluster.hosts = hosts;
-    const auto p = predict(cluster);
-    const double efficiency = one_rank_s / p.step_s;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    const int hosts = cluster.hosts = sizes[i];
+    const sim::StepPrediction& p = predictions[i];
+    // Samples per second against every rank training a batch alone at its one-rank speed.
+    const double efficiency = p.batches * one_rank_s / p.step_s / cluster.world();
     if (o.json) {
       nlohmann::json buckets = nlohmann::json::array();
       for (const auto& b : p.buckets)
         buckets.push_back({{"bytes", b.bytes},
-                           {"algorithm", comm::algorithm_name(b.algorithm)},
+                           {"algorithm", b.server >= 0 ? std::string("ps")
+                                                       : std::string(comm::algorithm_name(
+                                                             b.algorithm))},
                            {"start_s", b.start_s},
                            {"end_s", b.end_s}});
       std::cout << nlohmann::json{{"event", "prediction"},

@@ -105,13 +105,23 @@ sim::Profile measure_profile(Timeline& timeline, const train::TrainConfig& confi
   } catch (const ConfigError&) {  // not a sequence of layers: by bytes, below
   }
   if (!layers.empty()) {
+    // Each layer at the batch (for the gradients' ready times) and at the micro-batches of
+    // 2, 4 and 8 of them (for pipelines).
     const train::Objective objective(config, data, model);
-    const auto rows = train::rows_of(
-        data.train, 0, std::min<std::int64_t>(config.train.batch_size, data.train.num_samples));
-    const auto costs = train::pipeline::profile_layers(
-        layers, tensors, objective.model_input(rows),
-        [&](const torch::Tensor& out) { return objective.mean_loss_of(out, rows); });
-    const auto ready = layer_ready_s(costs, p.backward_s);
+    const std::int64_t batch =
+        std::min<std::int64_t>(config.train.batch_size, data.train.num_samples);
+    for (std::int64_t parts : {8, 4, 2, 1}) {
+      const std::int64_t rows = (batch + parts - 1) / parts;
+      if (!p.layers.empty() && p.layers.back().rows == rows) continue;
+      const auto sample = train::rows_of(data.train, 0, rows);
+      p.layers.push_back({rows, train::pipeline::profile_layers(
+                                    layers, tensors, objective.model_input(sample),
+                                    [&](const torch::Tensor& out) {
+                                      return objective.mean_loss_of(out, sample);
+                                    })});
+    }
+    for (const auto& l : layers) p.layer_names.push_back(l.name);
+    const auto ready = layer_ready_s(p.layers.back().costs, p.backward_s);
     for (auto& q : p.parameters)
       for (std::size_t l = 0; l < layers.size(); ++l)
         for (const auto& module : layers[l].modules)

@@ -10,12 +10,21 @@
 
 namespace distml::sim {
 
-double compute_slowdown(const Profile& profile, const Cluster& cluster) {
+double compute_slowdown(const Profile& profile, const Cluster& cluster, int computing) {
   const double had = std::min(profile.threads, profile.cores);
+  const int ranks = computing > 0 ? computing : cluster.world();
   const double has = cluster.shared_cores > 0
-                         ? std::min<double>(profile.threads, cluster.shared_cores / cluster.world())
+                         ? std::min<double>(profile.threads, cluster.shared_cores / ranks)
                          : profile.threads;
   return std::max(1.0, had / has);
+}
+
+double one_rank_step_s(const Profile& profile, const Cluster& cluster) {
+  Cluster alone = cluster;
+  alone.hosts = alone.ranks_per_host = 1;
+  return (profile.data_s + profile.forward_s + profile.backward_s + profile.optimizer_s +
+          profile.other_s) *
+         compute_slowdown(profile, alone);
 }
 
 // Steps replayed at most, on links with a burst, before the last one is taken as every step's.
@@ -34,6 +43,7 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
   const double backward_end = backward_start + profile.backward_s * slow;
   const double after = (profile.optimizer_s + profile.other_s) * slow;
   StepPrediction out;
+  out.batches = cluster.world();
   std::vector<std::vector<Round>> rounds;
   Traffic traffic;
   for (const auto& bucket : plan.buckets) {

@@ -38,6 +38,7 @@ struct AllreduceOptions {
 struct BucketReplay {
   double bytes = 0, ready_s = 0, start_s = 0, end_s = 0;
   comm::Algorithm algorithm = comm::Algorithm::native;
+  int server = -1;  // ps: the rank it is pushed to and pulled from (no all-reduce)
 };
 
 struct StepPrediction {
@@ -47,12 +48,20 @@ struct StepPrediction {
   double exposed_comm_s = 0;  // what the step waited for them
   double bytes_per_link = 0;  // sent per step by the busiest host's NIC
   int busiest_host = 0;
+  // Batches a step trains: one per rank that trains one (ps: the workers; pipelines: one per
+  // replica of the whole pipeline).
+  int batches = 0;
   std::vector<BucketReplay> buckets;  // in the order reduced, times from the step's start
 };
 
 /// How much slower the cluster's ranks compute than the profile's rank did: the cores each
-/// had (its threads, at most its machine's cores) over the cores each rank has here.
-double compute_slowdown(const Profile& profile, const Cluster& cluster);
+/// had (its threads, at most its machine's cores) over the cores each rank has here, where
+/// `computing` ranks of the cluster compute (with shared cores; default: all of them).
+double compute_slowdown(const Profile& profile, const Cluster& cluster, int computing = 0);
+
+/// A step of one rank training alone on a host of `cluster` (its cores shared as the
+/// cluster's are): the profile's phases, nothing to exchange. Efficiencies are against it.
+double one_rank_step_s(const Profile& profile, const Cluster& cluster);
 
 StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOptions& options,
                                       const Cluster& cluster);

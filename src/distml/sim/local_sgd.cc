@@ -11,6 +11,7 @@ StepPrediction predict_local_sgd_step(const Profile& profile, const LocalSgdOpti
                                       const Cluster& cluster) {
   const double slow = compute_slowdown(profile, cluster);
   StepPrediction out;
+  out.batches = cluster.world();
   out.compute_s = (profile.data_s + profile.forward_s + profile.backward_s + profile.optimizer_s +
                    profile.other_s) *
                   slow;

@@ -29,6 +29,38 @@ T field(const nlohmann::json& object, const std::string& key, const std::string&
   return v;
 }
 
+// The optional "layer_names" and "layers" (rows ascending, a cost per name at each).
+void read_layers(const nlohmann::json& j, const std::string& where, Profile& p) {
+  if (!j.contains("layers")) return;
+  if (!j.contains("layer_names") || !j.at("layer_names").is_array())
+    throw DataError(cat(where, ": \"layers\" without a \"layer_names\" list"));
+  for (const auto& name : j.at("layer_names")) {
+    if (!name.is_string()) throw DataError(cat(where, ": \"layer_names\" holds ", name.dump()));
+    p.layer_names.push_back(name.get<std::string>());
+  }
+  if (!j.at("layers").is_array()) throw DataError(cat(where, ": \"layers\" is not a list"));
+  int i = 0;
+  for (const auto& measured : j.at("layers")) {
+    const std::string at = cat(where, ": layers[", i++, "]");
+    LayersAt l{field<std::int64_t>(measured, "rows", at), {}};
+    if (l.rows < 1 || (!p.layers.empty() && l.rows <= p.layers.back().rows))
+      throw DataError(cat(at, ": \"rows\" must be at least 1 and ascending"));
+    if (!measured.contains("costs") || !measured.at("costs").is_array() ||
+        measured.at("costs").size() != p.layer_names.size())
+      throw DataError(cat(at, ": expected \"costs\", one per layer name (",
+                          p.layer_names.size(), ")"));
+    int k = 0;
+    for (const auto& c : measured.at("costs")) {
+      const std::string in = cat(at, ": costs[", k++, "]");
+      l.costs.push_back({field<double>(c, "forward_s", in), field<double>(c, "backward_s", in),
+                         field<double>(c, "output_bytes", in),
+                         field<double>(c, "parameter_bytes", in), field<double>(c, "update_s", in),
+                         field<double>(c, "copy_s", in)});
+    }
+    p.layers.push_back(std::move(l));
+  }
+}
+
 }  // namespace
 
 double Profile::gradient_bytes() const {
@@ -37,17 +69,52 @@ double Profile::gradient_bytes() const {
   return total;
 }
 
+std::vector<train::pipeline::LayerCost> Profile::layers_at(std::int64_t rows) const {
+  if (layers.empty()) return {};
+  auto at = layers.back();
+  for (const auto& measured : layers)
+    if (measured.rows >= rows) {
+      at = measured;
+      break;
+    }
+  // Compute in proportion to the rows, activations too; parameters as they are.
+  const double scale = static_cast<double>(rows) / static_cast<double>(at.rows);
+  for (auto& c : at.costs) {
+    c.forward_s *= scale;
+    c.backward_s *= scale;
+    c.output_bytes *= scale;
+  }
+  return at.costs;
+}
+
 nlohmann::json profile_json(const Profile& p) {
   nlohmann::json parameters = nlohmann::json::array();
   for (const auto& q : p.parameters)
     parameters.push_back({{"name", q.name}, {"bytes", q.bytes}, {"ready_s", q.ready_s}});
-  return {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& at : p.layers) {
+    nlohmann::json costs = nlohmann::json::array();
+    for (const auto& c : at.costs)
+      costs.push_back({{"forward_s", c.forward_s},
+                       {"backward_s", c.backward_s},
+                       {"output_bytes", c.output_bytes},
+                       {"parameter_bytes", c.parameter_bytes},
+                       {"update_s", c.update_s},
+                       {"copy_s", c.copy_s}});
+    layers.push_back({{"rows", at.rows}, {"costs", costs}});
+  }
+  nlohmann::json out = {
       {"format", kFormat},          {"version", Profile::kVersion}, {"model", p.model},
       {"dtype", p.dtype},           {"engine", p.engine},           {"batch_size", p.batch_size},
       {"world", p.world},           {"threads", p.threads},         {"cores", p.cores},
       {"steps", p.steps},           {"data_s", p.data_s},           {"forward_s", p.forward_s},
       {"backward_s", p.backward_s}, {"optimizer_s", p.optimizer_s}, {"other_s", p.other_s},
       {"step_s", p.step_s},         {"eval_s", p.eval_s},           {"parameters", parameters}};
+  if (!p.layers.empty()) {
+    out["layer_names"] = p.layer_names;
+    out["layers"] = layers;
+  }
+  return out;
 }
 
 Profile profile_from_json(const nlohmann::json& j, const std::string& where) {
@@ -83,6 +150,7 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& where) {
     p.parameters.push_back({field<std::string>(q, "name", at), field<double>(q, "bytes", at),
                             field<double>(q, "ready_s", at)});
   }
+  read_layers(j, where, p);
   return p;
 }
 

@@ -10,12 +10,20 @@
 #include <string>
 #include <vector>
 
+#include "distml/train/pipeline/cost_model.h"
+
 namespace distml::sim {
 
 struct ParameterProfile {
   std::string name;
   double bytes = 0;    // its gradient
   double ready_s = 0;  // after backward starts
+};
+
+/// The model's layers measured on micro-batches of `rows` samples (train/pipeline/profile.h).
+struct LayersAt {
+  std::int64_t rows = 0;
+  std::vector<train::pipeline::LayerCost> costs;  // one per layer, in order
 };
 
 struct Profile {
@@ -31,8 +39,15 @@ struct Profile {
   double eval_s = 0;       // one evaluation; 0 when the run made none
   std::int64_t steps = 0;  // the steps measured
   std::vector<ParameterProfile> parameters;  // in the model's order
+  // A model that is a sequence of layers: their names, and their costs at a few micro-batch
+  // sizes (rows ascending), what pipelines are replayed from. Empty for other models.
+  std::vector<std::string> layer_names;
+  std::vector<LayersAt> layers;
 
   double gradient_bytes() const;
+  /// The layers' costs on micro-batches of `rows`: the measured size nearest above (or the
+  /// largest), its times scaled by rows over its rows; empty without layers.
+  std::vector<train::pipeline::LayerCost> layers_at(std::int64_t rows) const;
 };
 
 nlohmann::json profile_json(const Profile& profile);

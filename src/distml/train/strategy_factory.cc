@@ -16,15 +16,6 @@
 namespace distml::train {
 namespace {
 
-AllreduceStrategyOptions allreduce_options(const StrategyConfig& c) {
-  AllreduceStrategyOptions o;
-  o.first_bucket_bytes = static_cast<std::size_t>(c.first_bucket_mb * (1 << 20));
-  o.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * (1 << 20));
-  o.algorithm = comm::parse_algorithm(c.algorithm);
-  o.find_unused_parameters = c.find_unused_parameters;
-  return o;
-}
-
 LocalSgdOptions local_sgd_options(const StrategyConfig& c) {
   return {.period = c.period, .average_optimizer_state = c.average_optimizer_state};
 }
@@ -38,6 +29,35 @@ EasgdOptions easgd_options(const TrainConfig& config, int world) {
             " ranks: EASGD needs alpha x world size <= 1 (here ", c.alpha * world,
             "), or the centre variable overshoots the average; use alpha <= ", 1.0 / world));
   return {.period = c.period, .alpha = c.alpha};
+}
+
+
+// The tables' rows take plain SGD, the one update a row exchange makes exactly (see the header).
+HybridStrategyOptions hybrid_options(const TrainConfig& config) {
+  const OptimizerOptions& o = config.optim;
+  const char* key = o.name != "sgd"                   ? "optim.name"
+                    : o.momentum > 0                  ? "optim.momentum"
+                    : o.weight_decay > 0              ? "optim.weight_decay"
+                    : config.train.clip_grad_norm > 0 ? "train.clip_grad_norm"
+                                                      : nullptr;
+  if (key)
+    throw ConfigError(cat(config.origin(key), ": ", key,
+                          ": strategy hybrid updates the rows of sparse embeddings with plain SGD "
+                          "on the rows a step touched, which equals the dense update only for "
+                          "optim.name = \"sgd\" with optim.momentum = 0, optim.weight_decay = 0 "
+                          "and train.clip_grad_norm = 0; set those, or use strategy allreduce"));
+  return {.dense = allreduce_options(config.strategy)};
+}
+
+}  // namespace
+
+AllreduceStrategyOptions allreduce_options(const StrategyConfig& c) {
+  AllreduceStrategyOptions o;
+  o.first_bucket_bytes = static_cast<std::size_t>(c.first_bucket_mb * (1 << 20));
+  o.bucket_bytes = static_cast<std::size_t>(c.bucket_mb * (1 << 20));
+  o.algorithm = comm::parse_algorithm(c.algorithm);
+  o.find_unused_parameters = c.find_unused_parameters;
+  return o;
 }
 
 // Buckets of at most 4 MiB, whatever strategy.bucket_mb says, so that shards can balance.
@@ -72,25 +92,6 @@ PsStrategyOptions ps_options(const TrainConfig& config) {
                           "compressed size); set it to 0, or use strategy allreduce or local_sgd"));
   return o;
 }
-
-// The tables' rows take plain SGD, the one update a row exchange makes exactly (see the header).
-HybridStrategyOptions hybrid_options(const TrainConfig& config) {
-  const OptimizerOptions& o = config.optim;
-  const char* key = o.name != "sgd"                   ? "optim.name"
-                    : o.momentum > 0                  ? "optim.momentum"
-                    : o.weight_decay > 0              ? "optim.weight_decay"
-                    : config.train.clip_grad_norm > 0 ? "train.clip_grad_norm"
-                                                      : nullptr;
-  if (key)
-    throw ConfigError(cat(config.origin(key), ": ", key,
-                          ": strategy hybrid updates the rows of sparse embeddings with plain SGD "
-                          "on the rows a step touched, which equals the dense update only for "
-                          "optim.name = \"sgd\" with optim.momentum = 0, optim.weight_decay = 0 "
-                          "and train.clip_grad_norm = 0; set those, or use strategy allreduce"));
-  return {.dense = allreduce_options(config.strategy)};
-}
-
-}  // namespace
 
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm) {
   const StrategyConfig& c = config.strategy;

@@ -5,9 +5,17 @@
 
 #include "distml/comm/communicator.h"
 #include "distml/train/config.h"
+#include "distml/train/strategies/allreduce_strategy.h"
+#include "distml/train/strategies/ps_strategy.h"
 #include "distml/train/strategy.h"
 
 namespace distml::train {
+
+/// The options the strategies "allreduce" and "ps" are built with: the simulator
+/// (src/distml/sim/) takes its decisions from them too. ps_options: ConfigError for keys
+/// the parameter server refuses.
+AllreduceStrategyOptions allreduce_options(const StrategyConfig& c);
+PsStrategyOptions ps_options(const TrainConfig& config);
 
 /// ConfigError when the strategy's keys do not fit this run (world size, other keys).
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm);
