@@ -79,6 +79,13 @@ def main():
                 ready != sorted(ready, reverse=True):
             fail(f"ready times not within backward, first layer last: {ready}")
         print(f"ok: profile of {len(ready)} parameters, step {p['step_s'] * 1e3:.2f} ms")
+        # LeNet-5's layers, measured on the batch of 16 and micro-batches of 8, 4 and 2 rows.
+        if p["layer_names"] != ["conv1", "conv2", "fc1", "fc2", "fc3"] or \
+                [at["rows"] for at in p["layers"]] != [2, 4, 8, 16] or \
+                any(len(at["costs"]) != 5 for at in p["layers"]):
+            fail(f"layers: {p['layer_names']}, {[at['rows'] for at in p['layers']]}")
+        if sum(c["parameter_bytes"] for c in p["layers"][0]["costs"]) != lenet5_bytes:
+            fail("the layers' parameters are not the model's")
 
         # The simulator's buckets for the same config are the run's.
         out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "1,2,4",
@@ -113,12 +120,41 @@ def main():
                  f"{lines[1]['bytes_per_link']} with {flags} bytes of flags")
         print(f"ok: local SGD every 4 steps: {local['step_s'] * 1e3:.2f} ms a step")
 
+        # A pipeline of 2 stages: one per host's pair of ranks, and across hosts.
+        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "1,2",
+                       "--ranks-per-host", "2", "--bandwidth", "1gbit", "--json",
+                       "--set", "parallel.pipeline_stages=2")
+        piped = [json.loads(line) for line in out.stdout.splitlines()][:2]
+        if [(line["ranks"], line["bytes_per_link"] > 0) for line in piped] != \
+                [(2, False), (4, True)]:
+            fail(f"pipelines: {piped}")
+        print("ok: a 2-stage pipeline:", [f"{line['step_s'] * 1e3:.2f} ms" for line in piped])
+
+        # The parameter server: the simulator's shards are the run's (bytes per server), and
+        # a worker pushes each step what the run's worker pushed.
+        ps = ["--set", "strategy.name=ps", "--set", "strategy.servers=2"]
+        done = distml_cli.run(distml, "--config", config, "--np", "3", "--engine", "gloo",
+                              "--json", *ps)
+        ran = json.loads(done.stdout.splitlines()[-1])
+        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "3",
+                       "--bandwidth", "1gbit", "--json", *ps)
+        buckets = json.loads(out.stdout.splitlines()[0])["buckets"]
+        shards = [sum(b["bytes"] for b in buckets if b["server"] == rank) for rank in (1, 2)]
+        if shards != ran["server_bytes"]:
+            fail(f"shards simulated {shards} bytes, the run's {ran['server_bytes']}")
+        if sum(shards) * ran["steps"] != ran["bytes_sent"]:
+            fail(f"the run's worker pushed {ran['bytes_sent']} bytes in {ran['steps']} steps, "
+                 f"the simulator's {sum(shards)} a step")
+        print(f"ok: the parameter server's shards are the run's: {shards} bytes")
+
         # Mistakes: each named, exit 2.
         for args, words in [
             (["--profile", f"{d}/none.json", "--bandwidth", "1gbit"], "none.json"),
             (["--profile", trace, "--bandwidth", "1gbit"], "not a distml profile"),
+            (["--profile", profile, "--bandwidth", "1gbit", "--set", "strategy.name=gossip"],
+             'strategy.name = "gossip" is not simulated yet'),
             (["--profile", profile, "--bandwidth", "1gbit", "--set", "strategy.name=ps"],
-             'strategy.name = "ps" is not simulated yet'),
+             "--hosts 1 with --ranks-per-host 1: strategy.servers = 1 must leave"),
             (["--profile", profile, "--bandwidth", "fast"], "fast"),
             (["--profile", profile, "--bandwidth", "1gbit", "--latency", "2 ms"], "2 ms"),
             (["--profile", profile], "--bandwidth is required"),

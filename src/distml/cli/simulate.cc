@@ -173,13 +173,14 @@ void run(const SimulateOptions& o) {
     const double efficiency = p.batches * one_rank_s / p.step_s / cluster.world();
     if (o.json) {
       nlohmann::json buckets = nlohmann::json::array();
-      for (const auto& b : p.buckets)
-        buckets.push_back({{"bytes", b.bytes},
-                           {"algorithm", b.server >= 0 ? std::string("ps")
-                                                       : std::string(comm::algorithm_name(
-                                                             b.algorithm))},
-                           {"start_s", b.start_s},
-                           {"end_s", b.end_s}});
+      for (const auto& b : p.buckets) {
+        nlohmann::json bucket = {{"bytes", b.bytes}, {"start_s", b.start_s}, {"end_s", b.end_s}};
+        if (b.server >= 0)
+          bucket["server"] = b.server;
+        else
+          bucket["algorithm"] = comm::algorithm_name(b.algorithm);
+        buckets.push_back(bucket);
+      }
       std::cout << nlohmann::json{{"event", "prediction"},
                                   {"hosts", hosts},
                                   {"ranks", cluster.world()},

@@ -245,6 +245,7 @@ nlohmann::json PsStrategy::report() const {
   while (!histogram.empty() && histogram.back() == 0) histogram.pop_back();
   return {{"workers", layout_.workers},
           {"servers", layout_.servers},
+          {"server_bytes", layout_.server_bytes},
           {"server_updates", summed_.updates},
           {"staleness_histogram", histogram},
           {"max_clock_gap", summed_.max_clock_gap}};
