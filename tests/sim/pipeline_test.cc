@@ -48,6 +48,15 @@ TEST(Pipeline, StepIsTheBubbleModel) {
         EXPECT_NEAR(pipeline, (m + stages - 1) * c, 1e-15);
         EXPECT_NEAR(1 - m * c / pipeline, (stages - 1.0) / (m + stages - 1), 1e-12);
         EXPECT_EQ(p.batches, 1);
+        // A start-up of 0.1 ms per message: under gpipe, whose forwards and backwards each
+        // go as one wave, the 2 (S - 1) hops of the wave's front wait for a tensor's header
+        // and data, 0.2 ms more each. (Under 1f1b a stage also waits for the next forward
+        // between its backwards, so more hops count.)
+        if (std::string(schedule) != "gpipe") continue;
+        Cluster slow_start = free_links(stages);
+        slow_start.p2p_overhead_s = 1e-4;
+        const double later = predict_pipeline_step(equal_layers(stages), o, slow_start).step_s;
+        EXPECT_NEAR(later - p.step_s, 2 * (stages - 1) * 2e-4, 1e-15);
       }
     }
   }

@@ -25,7 +25,7 @@ struct SimulateOptions {
   std::vector<std::string> sets;
   std::string hosts = "1,2,4,8";
   int ranks_per_host = 1;
-  std::string bandwidth, latency = "0", burst = "0", burst_rate;
+  std::string bandwidth, latency = "0", burst = "0", burst_rate, p2p_overhead = "0";
   double shared_cores = 0;
   int hosts_per_rack = 0;
   double oversubscription = 1;
@@ -140,6 +140,7 @@ void run(const SimulateOptions& o) {
   cluster.ranks_per_host = o.ranks_per_host;
   cluster.network = {parse_duration_s(o.latency, "--latency"), rate_bytes_per_second(o.bandwidth)};
   cluster.shared_cores = o.shared_cores;
+  cluster.p2p_overhead_s = parse_duration_s(o.p2p_overhead, "--p2p-overhead");
   cluster.burst_bytes = o.burst == "emulated"
                             ? emulated_burst_bytes(o.bandwidth)
                             : static_cast<double>(parse_bytes(o.burst, "--burst"));
@@ -225,6 +226,10 @@ void add_simulate_command(CLI::App& app) {
   sub->add_option("--bandwidth", o->bandwidth,
                   "Each host's link, as distml launch --netns-cluster spells it: 100mbit, 1gbit");
   sub->add_option("--latency", o->latency, "Each link's one-way latency: 50us, 1ms (default 0)");
+  sub->add_option("--p2p-overhead", o->p2p_overhead,
+                  "Each point-to-point message's start-up in the engine beyond --latency (what "
+                  "distml bench sendrecv takes for 4 bytes, less the latency): the parameter "
+                  "server's and pipelines' messages (default 0)");
   sub->add_option("--shared-cores", o->shared_cores,
                   "Every rank of the cluster shares this many cores (emulated hosts on one "
                   "machine); default: each host has its own")

@@ -23,6 +23,9 @@ struct Cluster {
   // Between the ranks of one host, through shared memory: a copy's start-up and the host's
   // memory bandwidth, shared by all its ranks' copies.
   LinkCost within_host{2e-6, 5e9};
+  // A point-to-point message's start-up in the engine, beyond the link's latency (the
+  // parameter server's and pipelines' messages; collectives' rounds have their own).
+  double p2p_overhead_s = 0;
   int hosts_per_rack = 0;       // 0: one switch for every host
   double oversubscription = 1;  // a rack's NICs' rate over its uplink's (1: none)
   // > 0: every rank of the cluster computes on these cores, shared (emulated hosts on one

@@ -56,7 +56,7 @@ Transfer Fabric::send(double ready_s, int from, int to, double bytes) {
     r->hold(bytes, start, seconds);
     slowest = std::max(slowest, seconds);
   }
-  return {start, start + slowest + latency};
+  return {start, start + slowest + latency + cluster_.p2p_overhead_s};
 }
 
 }  // namespace distml::sim

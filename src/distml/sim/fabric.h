@@ -3,7 +3,8 @@
 // those of network.h: each host's NIC out and in, each rack's uplink out and in, each host's
 // memory for messages between its ranks. A message holds every resource on its path from the
 // moment the last of them is free (first come, first served), each for its bytes over that
-// resource's rate, and arrives a latency after the slowest lets it go. NICs hold the token
+// resource's rate, and arrives a latency (and the engine's start-up, Cluster::p2p_overhead_s)
+// after the slowest lets it go. NICs hold the token
 // buckets of Links (Cluster::burst_bytes): what their tokens cover goes at the burst's rate.
 #pragma once
 

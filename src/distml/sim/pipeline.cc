@@ -41,7 +41,9 @@ StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptio
   // 3. A pipeline within a host when the hosts' ranks hold whole pipelines.
   const bool within_host = cluster.ranks_per_host % o.stages == 0;
   const LinkCost& stage_link = within_host ? cluster.within_host : cluster.network;
-  const train::pipeline::Link link{stage_link.latency_s, stage_link.bytes_per_s};
+  // A tensor travels as its header and its data, received one after the other.
+  const train::pipeline::Link link{stage_link.latency_s + 2 * cluster.p2p_overhead_s,
+                                   stage_link.bytes_per_s};
   const train::pipeline::Link across{cluster.network.latency_s, cluster.network.bytes_per_s};
   // 4.
   const double cores = cluster.shared_cores > 0

@@ -7,7 +7,8 @@
 //  2. the layers' costs are the profile's at the micro-batch's rows (Profile::layers_at);
 //  3. the pipeline's ranks are neighbours (grid.h: rank = replica x stages + stage), so a
 //     pipeline whose stages share a host talks through its memory, one that spans hosts
-//     through the network; the replicas' gradients are all-reduced across hosts (the
+//     through the network, each tensor as two messages (its header, then its data: two of the
+//     engine's start-ups, Cluster::p2p_overhead_s); the replicas' gradients are all-reduced across hosts (the
 //     planner's ring, cost_model.h step 4), after the pipeline;
 //  4. with shared cores, each pipeline's stages share their part of them;
 //  5. stage 0 loads the batch before the pipeline and the step's bookkeeping follows it.
