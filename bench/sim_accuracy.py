@@ -8,6 +8,9 @@ point, the geomean and largest error, and whether the order of the strategies' t
 
 Usage: sim_accuracy.py DISTML [--reps N] [--steps N] [--out FILE] [--sizes 2x1,...]
        [--rates 100mbit,1gbit] [--strategies allreduce,ps,local_sgd,pipeline]
+       [--measured FILE]
+--measured FILE takes the measured steps from an earlier --out instead of running them again
+(a new profile and new predictions against the same runs).
 """
 import argparse
 import json
@@ -56,13 +59,21 @@ def main():
     ap.add_argument("--sizes", default="2x1,2x2,3x1,4x1")
     ap.add_argument("--rates", default="100mbit,1gbit")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--measured")
     a = ap.parse_args()
+    earlier = {}
+    if a.measured:
+        with open(a.measured) as f:
+            earlier = {(p["size"], p["rate"], p["strategy"]): p["measured_s"]
+                       for p in json.load(f)["points"]}
     distml = os.path.abspath(a.distml)
     common = ["--config", CONFIG, "--set", f"train.max_steps={a.steps}"]
     with tempfile.TemporaryDirectory() as d:
         profile = os.path.join(d, "p.json")
         subprocess.run([distml, "train", *common, "--engine", "gloo", "--np", "1",
                         "--profile", profile], check=True, capture_output=True, timeout=600)
+        with open(profile) as f:
+            profile_json = json.load(f)
         points = []
         for size in a.sizes.split(","):
             hosts, per_host = (int(x) for x in size.split("x"))
@@ -71,8 +82,8 @@ def main():
                     if strategy == "pipeline" and hosts * per_host % 2:
                         continue  # 2 stages do not divide the ranks
                     extra = sets(STRATEGIES[strategy])
-                    measured = []
-                    for _ in range(a.reps):
+                    measured = list(earlier.get((size, rate, strategy), []))
+                    for _ in range(0 if measured else a.reps):
                         p = subprocess.run(
                             [distml, "launch", "--netns-cluster", size, "--bandwidth", rate,
                              "--engine", "gloo", "--", distml, "train", *common, *extra,
@@ -115,7 +126,7 @@ def main():
                "order_kept": sum(kept), "clusters": len(kept)}
     print(json.dumps(summary))
     with open(a.out, "w") as f:
-        json.dump({"summary": summary, "points": points}, f, indent=1)
+        json.dump({"summary": summary, "profile": profile_json, "points": points}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -277,7 +277,18 @@ def scenario_render(distml, tmp):
     runs = {"allreduce": [], "local_sgd": ["--set", "strategy.name=local_sgd"]}
     for name, extra in runs.items():
         run(distml, "train", "--config", config, "--engine", "local", "--np", "2",
-            "--run-dir", f"{tmp}/runs/{name}", *extra, *(["--timeline"] if timeline else []))
+            "--run-dir", f"{tmp}/runs/{name}", *extra, *(["--timeline"] if timeline else []),
+            "--profile", f"{tmp}/{name}.profile.json")
+    # What distml simulate predicts for each run's strategy, from its profile.
+    predicted = {}
+    for name, extra in runs.items():
+        out = run(distml, "simulate", "--profile", f"{tmp}/{name}.profile.json", "--config",
+                  config, *extra, "--hosts", "1,2,4", "--ranks-per-host", "2", "--bandwidth",
+                  "1gbit", "--json").stdout
+        with open(f"{tmp}/{name}.predicted.jsonl", "w") as f:
+            f.write(out)
+        lines = [json.loads(line) for line in out.splitlines()]
+        predicted[lines[-1]["label"]] = [e for e in lines if e["event"] == "prediction"]
     if not timeline:  # a hand-made one, until train writes its own
         with open(f"{tmp}/runs/allreduce/timeline.json", "w") as f:
             json.dump(FIXTURE_TRACE, f)
@@ -287,7 +298,8 @@ def scenario_render(distml, tmp):
                                                     for k, v in FIXTURE_SECONDS.items()):
             fail(f"the test's self times {mine} differ from the hand-made {FIXTURE_SECONDS}")
     page = f"{tmp}/report.html"
-    run(distml, "report", f"{tmp}/runs/allreduce", f"{tmp}/runs/local_sgd", "--out", page)
+    run(distml, "report", f"{tmp}/runs/allreduce", f"{tmp}/runs/local_sgd", "--out", page,
+        "--predictions", *[f"{tmp}/{name}.predicted.jsonl" for name in runs])
     with open(page) as f:
         page_text = f.read()
     if re.search(r"<script[^>]+src=|<link[^>]+href=|@import", page_text):
@@ -306,7 +318,8 @@ def scenario_render(distml, tmp):
     expected = ["train loss", "test loss", "test accuracy", "samples/s during the run",
                 "throughput (done line)",
                 "communication time (s): hidden behind backward, and exposed",
-                "bytes sent per step (rank 0's model payload)"]
+                "bytes sent per step (rank 0's model payload)",
+                "scaling: predicted step and efficiency against ranks"]
     with_timeline = [n for n in runs if os.path.exists(f"{tmp}/runs/{n}/timeline.json")]
     expected += [f"time per rank: {n}" for n in with_timeline]
     if sorted(plots) != sorted(expected):
@@ -359,6 +372,27 @@ def scenario_render(distml, tmp):
             if len(got) != 1 or not close(got[0], done[n][key]):
                 fail(f"throughput plot: {n} {key}: shows {got}, done line gives {done[n][key]}")
     check_pixels(png, "throughput (done line)", box, TABLEAU)
+
+    # Scaling: each prediction file's line (step and efficiency per cluster size) and each
+    # run's measured step at its ranks. The two lines' colours are drawn; the runs' points, at
+    # the same ranks and near the same step, may cover each other, so they are read back as
+    # marks only.
+    title = "scaling: predicted step and efficiency against ranks"
+    box, marks = plots[title]
+    who = "strategy or run"
+    want = [(label, e["ranks"], "step (s)", e["step_s"]) for label, lines in predicted.items()
+            for e in lines]
+    want += [(label, e["ranks"], "efficiency", e["efficiency"])
+             for label, lines in predicted.items() for e in lines]
+    want += [(n, done[n]["np"], "step (s)", 1 / done[n]["steps_per_sec"]) for n in runs]
+    got = sorted((m[who], float(m["ranks"]), y, float(m[y])) for m in marks for y in
+                 ("step (s)", "efficiency") if y in m)
+    want = sorted((w, float(r), y, v) for w, r, y, v in want)
+    if len(got) != len(want) or any(a[:3] != b[:3] or not close(a[3], b[3])
+                                    for a, b in zip(got, want)):
+        fail(f"plot {title!r} shows {got}, the predictions and done lines give {want}")
+    print(f"ok: plot {title!r}: {len(want)} points equal the predictions and the runs")
+    check_pixels(png, title, box, TABLEAU)
 
     for n in with_timeline:
         check_rank_times(png, plots, n, f"{tmp}/runs/{n}/timeline.json")
@@ -546,6 +580,11 @@ def scenario_bad_input(distml, tmp):
     expect_error(f"{tmp}/broken/timeline.json: traceEvents[0] (\"ph\": \"X\") needs a number \"ts\"",
                  *report, f"{tmp}/broken")
     os.remove(f"{tmp}/broken/timeline.json")
+    expect_error("give run directories, --predictions files, or both", *report)
+    with open(f"{tmp}/predicted.jsonl", "w") as f:
+        f.write('{"event": "prediction", "ranks": 2, "step_s": 0.1}\n')
+    expect_error(f"{tmp}/predicted.jsonl:1: a prediction without a number \"efficiency\"",
+                 *report, "--predictions", f"{tmp}/predicted.jsonl")
     env = dict(os.environ, DISTML_VEGA_DIR=f"{tmp}/no-vega")
     expect_error("the plotting library is missing", *report, f"{tmp}/broken", env=env)
 

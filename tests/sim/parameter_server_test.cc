@@ -1,7 +1,7 @@
 // The parameter server's steps played out against their closed forms.
-#include <gtest/gtest.h>
-
 #include "distml/sim/parameter_server.h"
+
+#include <gtest/gtest.h>
 
 namespace distml::sim {
 namespace {
@@ -37,7 +37,7 @@ PsOptions options(Mode mode, int servers = 1) {
 }
 
 // Sums of a few dozen doubles of milliseconds.
-#define EXPECT_TIME(got, want) EXPECT_NEAR(got, want, 1e-12)
+#define EXPECT_AT(got, want) EXPECT_NEAR(got, want, 1e-12)
 
 TEST(ParameterServer, OneWorkerPushesAndPullsItsBucketThroughOneServer) {
   // Backward ends at 9 ms. The push takes S / beta = 10 ms on the link (9 to 19), the
@@ -45,19 +45,19 @@ TEST(ParameterServer, OneWorkerPushesAndPullsItsBucketThroughOneServer) {
   // (0.5 ms) ends at 20.66; the pull takes 10 ms and arrives at 31.66. Links idle between
   // steps, so every step takes as long.
   const auto p = predict_ps_step(one_bucket(), options(Mode::bsp), ps_hosts(2));
-  EXPECT_TIME(p.step_s, 0.03166);
+  EXPECT_AT(p.step_s, 0.03166);
   ASSERT_EQ(p.buckets.size(), 1u);
   EXPECT_EQ(p.buckets[0].server, 1);
-  EXPECT_TIME(p.buckets[0].start_s, 0.009);
-  EXPECT_TIME(p.buckets[0].end_s, 0.03166);
-  EXPECT_TIME(p.exposed_comm_s, 0.03166 - 0.009);
+  EXPECT_AT(p.buckets[0].start_s, 0.009);
+  EXPECT_AT(p.buckets[0].end_s, 0.03166);
+  EXPECT_AT(p.exposed_comm_s, 0.03166 - 0.009);
   EXPECT_EQ(p.batches, 1);
   EXPECT_EQ(p.busiest_host, 0);
   EXPECT_EQ(p.bytes_per_link, 1016);  // the push and the header (the server answers 1000)
   // The engine's start-up of 0.1 ms delays the header's arrival and the answer's.
   Cluster slow_start = ps_hosts(2);
   slow_start.p2p_overhead_s = 1e-4;
-  EXPECT_TIME(predict_ps_step(one_bucket(), options(Mode::bsp), slow_start).step_s, 0.03186);
+  EXPECT_AT(predict_ps_step(one_bucket(), options(Mode::bsp), slow_start).step_s, 0.03186);
 }
 
 TEST(ParameterServer, BspWorkersShareTheServersLinkEachWay) {
@@ -71,7 +71,7 @@ TEST(ParameterServer, BspWorkersShareTheServersLinkEachWay) {
   for (int workers : {1, 2, 3, 5}) {
     SCOPED_TRACE(workers);
     const auto p = predict_ps_step(one_bucket(), options(Mode::bsp), ps_hosts(workers + 1));
-    EXPECT_TIME(p.step_s, 0.009 + workers * (s + 16) / beta + alpha + 0.0005 + s / beta + alpha);
+    EXPECT_AT(p.step_s, 0.009 + workers * (s + 16) / beta + alpha + 0.0005 + s / beta + alpha);
     EXPECT_EQ(p.batches, workers);
     EXPECT_EQ(p.bytes_per_link, std::max(workers * s, s + 16));  // the server's, or a worker's
   }
@@ -89,12 +89,12 @@ TEST(ParameterServer, ShardsSpreadTheWorkersBytesOverTheServers) {
   PsOptions o = options(Mode::bsp, 2);
   o.strategy.first_bucket_bytes = o.strategy.bucket_bytes = 500;
   const auto p = predict_ps_step(profile, o, ps_hosts(3));
-  EXPECT_TIME(p.step_s, 0.03141);
+  EXPECT_AT(p.step_s, 0.03141);
   ASSERT_EQ(p.buckets.size(), 2u);
   EXPECT_EQ(p.buckets[0].server, 1);
   EXPECT_EQ(p.buckets[1].server, 2);
-  EXPECT_TIME(p.buckets[0].end_s, 0.02641);
-  EXPECT_TIME(p.buckets[1].start_s, 0.014);
+  EXPECT_AT(p.buckets[0].end_s, 0.02641);
+  EXPECT_AT(p.buckets[1].start_s, 0.014);
   EXPECT_EQ(p.busiest_host, 0);
   EXPECT_EQ(p.bytes_per_link, 1032);
 }

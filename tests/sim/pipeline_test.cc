@@ -1,9 +1,9 @@
 // A pipeline's step replayed from a profile's layers against the bubble's closed form.
+#include "distml/sim/pipeline.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
-
-#include "distml/sim/pipeline.h"
 
 namespace distml::sim {
 namespace {
@@ -39,8 +39,8 @@ TEST(Pipeline, StepIsTheBubbleModel) {
   for (int stages : {2, 3}) {
     for (int m : {1, 2, 4, 8}) {
       for (const char* schedule : {"gpipe", "1f1b"}) {
-        SCOPED_TRACE(testing::Message() << stages << " stages, " << m << " micro-batches, "
-                                        << schedule);
+        SCOPED_TRACE(testing::Message()
+                     << stages << " stages, " << m << " micro-batches, " << schedule);
         const PipelineOptions o{.stages = stages, .micro_batches = m, .schedule = schedule};
         const auto p = predict_pipeline_step(equal_layers(stages), o, free_links(stages));
         const double c = 0.003 / m, pipeline = p.step_s - 0.0015;

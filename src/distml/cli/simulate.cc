@@ -26,10 +26,12 @@ struct SimulateOptions {
   std::string hosts = "1,2,4,8";
   int ranks_per_host = 1;
   std::string bandwidth, latency = "0", burst = "0", burst_rate, p2p_overhead = "0";
+  std::string host_bandwidth = "40gbit", host_latency = "2us";  // within a host
   double shared_cores = 0;
   int hosts_per_rack = 0;
   double oversubscription = 1;
   std::string engine;  // default: the profile's
+  std::string label;   // default: the strategy's (strategy_label)
   bool json = false;
 };
 
@@ -66,6 +68,25 @@ double parse_duration_s(const std::string& text, const std::string& what) {
   if (unit == "ms") return value * 1e-3;
   if (unit == "us") return value * 1e-6;
   throw UsageError(cat(what, ": expected a duration such as 50us, 1ms or 0, got \"", text, "\""));
+}
+
+// What the report calls a simulation by default: the strategy and what sets it apart.
+std::string strategy_label(const train::TrainConfig& c) {
+  if (c.parallel.pipeline_stages > 1)
+    return cat("pipeline ", c.parallel.pipeline_stages, " stages ", c.parallel.schedule);
+  if (c.strategy.name == "ps") return cat("ps ", c.strategy.mode);
+  if (c.strategy.name == "local_sgd") return cat("local_sgd H=", c.strategy.period);
+  return c.strategy.name;
+}
+
+// Bytes per second of a rate such as 1gbit; UsageError naming `option`.
+double rate_of(const std::string& text, const std::string& option) {
+  try {
+    return rate_bytes_per_second(text);
+  } catch (const UsageError&) {
+    throw UsageError(cat(option, ": expected a rate such as 100mbit, 1gbit or 500kbit, got \"",
+                         text, "\""));
+  }
 }
 
 using Predictor = std::function<sim::StepPrediction(const sim::Cluster&)>;
@@ -135,16 +156,19 @@ void run(const SimulateOptions& o) {
   const std::string engine = o.engine.empty() ? profile.engine : o.engine;
   comm::check_engine_name(engine);
   const auto predict = predictor(config, profile, engine);
+  const std::string label = o.label.empty() ? strategy_label(config) : o.label;
   if (o.bandwidth.empty()) throw UsageError("--bandwidth is required (a rate such as 1gbit)");
   sim::Cluster cluster;
   cluster.ranks_per_host = o.ranks_per_host;
-  cluster.network = {parse_duration_s(o.latency, "--latency"), rate_bytes_per_second(o.bandwidth)};
+  cluster.network = {parse_duration_s(o.latency, "--latency"), rate_of(o.bandwidth, "--bandwidth")};
   cluster.shared_cores = o.shared_cores;
   cluster.p2p_overhead_s = parse_duration_s(o.p2p_overhead, "--p2p-overhead");
+  cluster.within_host = {parse_duration_s(o.host_latency, "--host-latency"),
+                         rate_of(o.host_bandwidth, "--host-bandwidth")};
   cluster.burst_bytes = o.burst == "emulated"
                             ? emulated_burst_bytes(o.bandwidth)
                             : static_cast<double>(parse_bytes(o.burst, "--burst"));
-  if (!o.burst_rate.empty()) cluster.burst_bytes_per_s = rate_bytes_per_second(o.burst_rate);
+  if (!o.burst_rate.empty()) cluster.burst_bytes_per_s = rate_of(o.burst_rate, "--burst-rate");
   cluster.hosts_per_rack = o.hosts_per_rack;
   cluster.oversubscription = o.oversubscription;
 
@@ -183,6 +207,7 @@ void run(const SimulateOptions& o) {
         buckets.push_back(bucket);
       }
       std::cout << nlohmann::json{{"event", "prediction"},
+                                  {"label", label},
                                   {"hosts", hosts},
                                   {"ranks", cluster.world()},
                                   {"step_s", p.step_s},
@@ -202,6 +227,7 @@ void run(const SimulateOptions& o) {
   // The done line every subcommand's --json ends with.
   if (o.json)
     std::cout << nlohmann::json{{"event", "done"},
+                                {"label", label},
                                 {"model", profile.model},
                                 {"one_rank_step_s", one_rank_s},
                                 {"sizes", sizes.size()}}
@@ -230,6 +256,11 @@ void add_simulate_command(CLI::App& app) {
                   "Each point-to-point message's start-up in the engine beyond --latency (what "
                   "distml bench sendrecv takes for 4 bytes, less the latency): the parameter "
                   "server's and pipelines' messages (default 0)");
+  sub->add_option("--host-bandwidth", o->host_bandwidth,
+                  "Within a host, its ranks' copies through memory, shared by them (default "
+                  "40gbit, 5 GB/s)");
+  sub->add_option("--host-latency", o->host_latency,
+                  "Within a host, a copy's start-up (default 2us)");
   sub->add_option("--shared-cores", o->shared_cores,
                   "Every rank of the cluster shares this many cores (emulated hosts on one "
                   "machine); default: each host has its own")
@@ -249,7 +280,12 @@ void add_simulate_command(CLI::App& app) {
                   "A rack's hosts' link rate over its uplink's (default 1: none)")
       ->check(CLI::Range(1.0, 1e6));
   sub->add_option("--engine", o->engine, "mpi | gloo | local (default: the profile's)");
-  sub->add_flag("--json", o->json, "One JSON line per cluster size");
+  sub->add_option("--label", o->label,
+                  "What distml report --predictions calls these predictions (default: the "
+                  "strategy, as \"ps bsp\" or \"local_sgd H=8\")");
+  sub->add_flag("--json", o->json,
+                "One JSON line per cluster size, then a done line (distml report "
+                "--predictions plots them)");
   sub->callback([o] { run(*o); });
 }
 

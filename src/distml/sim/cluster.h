@@ -21,7 +21,8 @@ struct Cluster {
   double burst_bytes = 0;
   double burst_bytes_per_s = 1e300;
   // Between the ranks of one host, through shared memory: a copy's start-up and the host's
-  // memory bandwidth, shared by all its ranks' copies.
+  // memory bandwidth, shared by all its ranks' copies (distml simulate --host-latency,
+  // --host-bandwidth; assumed, not measured).
   LinkCost within_host{2e-6, 5e9};
   // A point-to-point message's start-up in the engine, beyond the link's latency (the
   // parameter server's and pipelines' messages; collectives' rounds have their own).

@@ -31,9 +31,9 @@ class Fabric {
 
  private:
   struct Resource {
-    double rate = 0;           // bytes per second
-    double burst = 0;          // token bucket's size (0: none)
-    double free_s = 0;         // busy until
+    double rate = 0;    // bytes per second
+    double burst = 0;   // token bucket's size (0: none)
+    double free_s = 0;  // busy until
     double tokens = 0, tokens_at_s = 0;
     double seconds_for(double bytes, double at_s, double burst_rate) const;
     void hold(double bytes, double start_s, double seconds);

@@ -53,9 +53,9 @@ class PsRun {
       bytes.push_back(static_cast<std::size_t>(q.bytes));
       elements.push_back(static_cast<std::size_t>(q.bytes / element));
     }
-    layout_ = train::ps::Layout::plan(bytes, elements, cluster.world() - servers, servers,
-                                      options.strategy.first_bucket_bytes,
-                                      options.strategy.bucket_bytes);
+    layout_ =
+        train::ps::Layout::plan(bytes, elements, cluster.world() - servers, servers,
+                                options.strategy.first_bucket_bytes, options.strategy.bucket_bytes);
     for (const auto& bucket : layout_.buckets) {
       double b = 0, ready = 0;
       for (auto i : bucket) {
@@ -105,15 +105,15 @@ class PsRun {
 
  private:
   struct Worker {
-    int step = 0;             // steps begun
-    double start_s = 0;       // of the current step
+    int step = 0;        // steps begun
+    double start_s = 0;  // of the current step
     std::size_t pulls_left = 0;
     std::vector<double> ends;  // each step's end
   };
   struct Server {
     std::vector<std::size_t> buckets;  // in bucket order
     double update_s = 0;
-    double free_s = 0;           // the server's thread
+    double free_s = 0;             // the server's thread
     std::vector<std::size_t> due;  // per worker: messages of its current step still to come
     std::vector<int> clock;        // per worker: its steps applied
     std::vector<bool> reply_due;
@@ -178,8 +178,7 @@ class PsRun {
         if (!server.reply_due[w] || held) continue;
         server.reply_due[w] = false;
         for (auto b : server.buckets) {
-          const Transfer t =
-              fabric_.send(events_.now(), layout_.workers + s, w, bucket_bytes_[b]);
+          const Transfer t = fabric_.send(events_.now(), layout_.workers + s, w, bucket_bytes_[b]);
           events_.at(t.arrive_s, [this, w, b] { pulled(w, b); });
         }
       }

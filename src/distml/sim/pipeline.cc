@@ -28,11 +28,11 @@ StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptio
                           "\" has no layers (it is not a sequence of layers): its pipeline "
                           "cannot be replayed"));
   if (o.schedule != "gpipe" && o.schedule != "1f1b")
-    throw ConfigError(cat("parallel.schedule = \"", o.schedule,
-                          "\" is not simulated yet; gpipe and 1f1b are"));
+    throw ConfigError(
+        cat("parallel.schedule = \"", o.schedule, "\" is not simulated yet; gpipe and 1f1b are"));
   if (cluster.world() % o.stages != 0)
-    throw ConfigError(cat(cluster.world(), " ranks do not make pipelines of ", o.stages,
-                          " stages"));
+    throw ConfigError(
+        cat(cluster.world(), " ranks do not make pipelines of ", o.stages, " stages"));
   const std::int64_t micro = (profile.batch_size + o.micro_batches - 1) / o.micro_batches;
   const auto costs = profile.layers_at(micro);  // 2.
   const auto counts = stage_counts(costs, o);
@@ -46,9 +46,8 @@ StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptio
                                    stage_link.bytes_per_s};
   const train::pipeline::Link across{cluster.network.latency_s, cluster.network.bytes_per_s};
   // 4.
-  const double cores = cluster.shared_cores > 0
-                           ? cluster.shared_cores * o.stages / cluster.world()
-                           : static_cast<double>(profile.threads) * o.stages;
+  const double cores = cluster.shared_cores > 0 ? cluster.shared_cores * o.stages / cluster.world()
+                                                : static_cast<double>(profile.threads) * o.stages;
   const train::pipeline::Cores pipeline_cores{.available = cores, .threads = profile.threads};
 
   StepPrediction out;

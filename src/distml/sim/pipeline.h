@@ -8,8 +8,8 @@
 //  3. the pipeline's ranks are neighbours (grid.h: rank = replica x stages + stage), so a
 //     pipeline whose stages share a host talks through its memory, one that spans hosts
 //     through the network, each tensor as two messages (its header, then its data: two of the
-//     engine's start-ups, Cluster::p2p_overhead_s); the replicas' gradients are all-reduced across hosts (the
-//     planner's ring, cost_model.h step 4), after the pipeline;
+//     engine's start-ups, Cluster::p2p_overhead_s); the replicas' gradients are all-reduced across
+//     hosts (the planner's ring, cost_model.h step 4), after the pipeline;
 //  4. with shared cores, each pipeline's stages share their part of them;
 //  5. stage 0 loads the batch before the pipeline and the step's bookkeeping follows it.
 // gpipe and 1f1b are replayed; pipedream and ddg, whose updates interleave the replicas'
@@ -30,7 +30,7 @@ struct PipelineOptions {
   int micro_batches = 4;
   std::string schedule = "1f1b";
   bool recompute = false;
-  std::vector<std::int64_t> partition;  // the config's; empty: balanced by parameters
+  std::vector<std::int64_t> partition{};  // the config's; empty: balanced by parameters
   bool partition_by_profile = false;
 };
 
