@@ -1,16 +1,16 @@
 """The simulator against measured step times on emulated hosts (docs/simulator.md, issue grid):
 LeNet-5 on MNIST over gloo, for allreduce, ps (bsp), local_sgd and a 2-stage 1f1b pipeline, on
-emulated clusters of 2x1, 2x2, 3x1 and 4x1 hosts at 100 Mbit/s and 1 Gbit/s. One profile of a
-one-rank run; each point measured `--reps` times (the done line's steps per second) and
-predicted by `distml simulate` for the same config with the emulated links' model. Prints each
-point, the geomean and largest error, and whether the order of the strategies' throughput
-(samples per second) is the measured one at every cluster; writes it all to --out as JSON.
+emulated clusters of 2x1, 2x2, 3x1 and 4x1 hosts at 100 Mbit/s and 1 Gbit/s (the pipeline
+where 2 stages divide the ranks). Each point `--reps` times: a profile of a one-rank run, then
+the cluster's run (the done line's steps per second), then `distml simulate` for the same
+config from that profile with the emulated links' model. The profile is taken again each time
+because this shared machine's speed drifts by tens of percent between minutes. Prints each
+point, the geomean and largest error (median prediction against median measurement), and
+whether the order of the strategies' throughput (samples per second) is the measured one at
+every cluster; writes it all to --out as JSON.
 
 Usage: sim_accuracy.py DISTML [--reps N] [--steps N] [--out FILE] [--sizes 2x1,...]
        [--rates 100mbit,1gbit] [--strategies allreduce,ps,local_sgd,pipeline]
-       [--measured FILE]
---measured FILE takes the measured steps from an earlier --out instead of running them again
-(a new profile and new predictions against the same runs).
 """
 import argparse
 import json
@@ -59,21 +59,11 @@ def main():
     ap.add_argument("--sizes", default="2x1,2x2,3x1,4x1")
     ap.add_argument("--rates", default="100mbit,1gbit")
     ap.add_argument("--strategies", default=",".join(STRATEGIES))
-    ap.add_argument("--measured")
     a = ap.parse_args()
-    earlier = {}
-    if a.measured:
-        with open(a.measured) as f:
-            earlier = {(p["size"], p["rate"], p["strategy"]): p["measured_s"]
-                       for p in json.load(f)["points"]}
     distml = os.path.abspath(a.distml)
     common = ["--config", CONFIG, "--set", f"train.max_steps={a.steps}"]
     with tempfile.TemporaryDirectory() as d:
         profile = os.path.join(d, "p.json")
-        subprocess.run([distml, "train", *common, "--engine", "gloo", "--np", "1",
-                        "--profile", profile], check=True, capture_output=True, timeout=600)
-        with open(profile) as f:
-            profile_json = json.load(f)
         points = []
         for size in a.sizes.split(","):
             hosts, per_host = (int(x) for x in size.split("x"))
@@ -82,8 +72,11 @@ def main():
                     if strategy == "pipeline" and hosts * per_host % 2:
                         continue  # 2 stages do not divide the ranks
                     extra = sets(STRATEGIES[strategy])
-                    measured = list(earlier.get((size, rate, strategy), []))
-                    for _ in range(0 if measured else a.reps):
+                    measured, predicted = [], []
+                    for _ in range(a.reps):
+                        subprocess.run([distml, "train", *common, "--engine", "gloo", "--np", "1",
+                                        "--profile", profile], check=True, capture_output=True,
+                                       timeout=600)
                         p = subprocess.run(
                             [distml, "launch", "--netns-cluster", size, "--bandwidth", rate,
                              "--engine", "gloo", "--", distml, "train", *common, *extra,
@@ -91,22 +84,24 @@ def main():
                         if p.returncode != 0:
                             sys.exit(f"{size} {rate} {strategy}: exit {p.returncode}\n{p.stderr}")
                         measured.append(1 / last_json(p.stdout, "train")["steps_per_sec"])
-                    p = subprocess.run(
-                        [distml, "simulate", "--profile", profile, *common, *extra, "--hosts",
-                         str(hosts), "--ranks-per-host", str(per_host), "--bandwidth", rate,
-                         *EMULATED, "--json"], capture_output=True, text=True, timeout=120)
-                    if p.returncode != 0:
-                        sys.exit(f"simulate {size} {rate} {strategy}: {p.stderr}")
-                    predicted = json.loads(p.stdout.splitlines()[0])["step_s"]
-                    m = statistics.median(measured)
+                        p = subprocess.run(
+                            [distml, "simulate", "--profile", profile, *common, *extra,
+                             "--hosts", str(hosts), "--ranks-per-host", str(per_host),
+                             "--bandwidth", rate, *EMULATED, "--json"],
+                            capture_output=True, text=True, timeout=120)
+                        if p.returncode != 0:
+                            sys.exit(f"simulate {size} {rate} {strategy}: {p.stderr}")
+                        predicted.append(json.loads(p.stdout.splitlines()[0])["step_s"])
+                    m, pr = statistics.median(measured), statistics.median(predicted)
                     point = {"size": size, "rate": rate, "strategy": strategy,
-                             "measured_s": measured, "predicted_s": predicted,
-                             "error": predicted / m - 1,
+                             "measured_s": measured, "predicted_s": pr, "predictions_s": predicted,
+                             "error": pr / m - 1,
                              "batches": batches_per_step(strategy, hosts * per_host)}
                     points.append(point)
                     print(f"{size:>4} {rate:>7} {strategy:>10}: measured "
                           f"{', '.join(f'{x * 1e3:.2f}' for x in measured)} ms, predicted "
-                          f"{predicted * 1e3:.2f} ms, {100 * point['error']:+.1f}%", flush=True)
+                          f"{', '.join(f'{x * 1e3:.2f}' for x in predicted)} ms, "
+                          f"{100 * point['error']:+.1f}%", flush=True)
     errors = [abs(p["error"]) for p in points]
     geomean = math.exp(statistics.mean(math.log(max(e, 1e-6)) for e in errors))
     kept = []
@@ -126,7 +121,7 @@ def main():
                "order_kept": sum(kept), "clusters": len(kept)}
     print(json.dumps(summary))
     with open(a.out, "w") as f:
-        json.dump({"summary": summary, "profile": profile_json, "points": points}, f, indent=1)
+        json.dump({"summary": summary, "points": points}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,11 @@ and each layer's share of the compute from its multiply-adds (forward hooks on o
 image). The step's compute is the model's multiply-adds for the batch over an assumed GPU
 rate (--gpu-tmacs: a Pascal P100's 4.65 T multiply-adds/s of FP32 at --utilisation), forward
 one third and backward two. Then `distml simulate` predicts 1 to 128 servers of 4 GPUs on
-Horovod's 25 Gbit/s network (a flat ring with 64 MiB fusion buffers, as Horovod's NCCL ring).
+Horovod's 25 Gbit/s network (a flat ring with 64 MiB fusion buffers, as Horovod's NCCL ring;
+within a server 10 GB/s, a PCIe 3 x16 link).
 
 Usage: sim_projection.py DISTML [--batch 64] [--gpu-tmacs 4.65] [--utilisation 0.5]
-       [--out FILE]
+       [--latency 5us] [--out FILE]
 """
 import argparse
 import json
@@ -123,6 +124,7 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--gpu-tmacs", type=float, default=4.65)
     ap.add_argument("--utilisation", type=float, default=0.5)
+    ap.add_argument("--latency", default="5us", help="the network's one-way latency")
     ap.add_argument("--out", default="sim_projection.json")
     a = ap.parse_args()
     rate = a.gpu_tmacs * 1e12 * a.utilisation
@@ -136,7 +138,7 @@ def main():
                 json.dump(profile, f)
             p = subprocess.run(
                 [a.distml, "simulate", "--profile", path, "--hosts", ",".join(map(str, hosts)),
-                 "--ranks-per-host", "4", "--bandwidth", "25gbit", "--latency", "5us",
+                 "--ranks-per-host", "4", "--bandwidth", "25gbit", "--latency", a.latency,
                  "--host-bandwidth", "80gbit", "--set", "strategy.algorithm=ring",
                  "--set", "strategy.bucket_mb=64", "--set", "strategy.first_bucket_mb=64",
                  "--json"], capture_output=True, text=True, timeout=600)

@@ -37,6 +37,11 @@ double rate_bytes_per_second(const std::string& rate);
 /// needs to reach it at the kernel's 250 Hz tick), at least ten full frames.
 double emulated_burst_bytes(const std::string& rate);
 
+/// The share of an emulated link's rate that carries TCP's payload: tbf counts whole Ethernet
+/// frames, and at the veths' MTU of 1500 each TCP segment's 1448 bytes of payload travel with
+/// 66 of headers (Ethernet 14, IPv4 20, TCP with timestamps 32).
+constexpr double kEmulatedPayloadShare = 1448.0 / 1514.0;
+
 class NetnsCluster {
  public:
   /// Removes the namespaces of clusters whose launcher is no longer alive (killed before it

@@ -32,6 +32,7 @@ struct SimulateOptions {
   double oversubscription = 1;
   std::string engine;  // default: the profile's
   std::string label;   // default: the strategy's (strategy_label)
+  int steps = 40;      // the parameter server's steps per worker, played out
   bool json = false;
 };
 
@@ -84,8 +85,8 @@ double rate_of(const std::string& text, const std::string& option) {
   try {
     return rate_bytes_per_second(text);
   } catch (const UsageError&) {
-    throw UsageError(cat(option, ": expected a rate such as 100mbit, 1gbit or 500kbit, got \"",
-                         text, "\""));
+    throw UsageError(
+        cat(option, ": expected a rate such as 100mbit, 1gbit or 500kbit, got \"", text, "\""));
   }
 }
 
@@ -93,15 +94,17 @@ using Predictor = std::function<sim::StepPrediction(const sim::Cluster&)>;
 
 // The step of the config's strategy, refused where the simulator has no model of it yet.
 Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
-                    const std::string& engine) {
+                    const std::string& engine, int steps) {
   if (c.parallel.tensor > 1)
     throw UsageError("distml simulate: parallel.tensor > 1 is not simulated yet");
   if (c.compress.name != "none")
     throw UsageError(
         cat("distml simulate: compress.name = \"", c.compress.name, "\" is not simulated yet"));
   if (c.train.slow_rank >= 0 && c.strategy.name != "ps")
-    throw UsageError(cat("distml simulate: train.slow_rank is simulated with strategy \"ps\" only, "
-                         "not \"", c.strategy.name, "\""));
+    throw UsageError(
+        cat("distml simulate: train.slow_rank is simulated with strategy \"ps\" only, "
+            "not \"",
+            c.strategy.name, "\""));
   if (c.parallel.pipeline_stages > 1 && c.strategy.name == "allreduce") {
     const sim::PipelineOptions o{.stages = static_cast<int>(c.parallel.pipeline_stages),
                                  .micro_batches = static_cast<int>(c.parallel.micro_batches),
@@ -114,8 +117,10 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
     };
   }
   if (c.parallel.pipeline_stages > 1)
-    throw UsageError(cat("distml simulate: pipelines are simulated with strategy \"allreduce\" "
-                         "only, not \"", c.strategy.name, "\""));
+    throw UsageError(
+        cat("distml simulate: pipelines are simulated with strategy \"allreduce\" "
+            "only, not \"",
+            c.strategy.name, "\""));
   if (c.strategy.name == "allreduce") {
     const auto run = train::allreduce_options(c.strategy);
     sim::AllreduceOptions o;
@@ -129,7 +134,7 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
     };
   }
   if (c.strategy.name == "ps") {
-    sim::PsOptions o{train::ps_options(c)};
+    sim::PsOptions o{train::ps_options(c), steps};
     o.slow_rank = static_cast<int>(c.train.slow_rank);
     o.slow_factor = c.train.slow_factor;
     return [profile, o](const sim::Cluster& cluster) {
@@ -155,7 +160,7 @@ void run(const SimulateOptions& o) {
                                             : train::load_config(o.config_path, o.sets);
   const std::string engine = o.engine.empty() ? profile.engine : o.engine;
   comm::check_engine_name(engine);
-  const auto predict = predictor(config, profile, engine);
+  const auto predict = predictor(config, profile, engine, o.steps);
   const std::string label = o.label.empty() ? strategy_label(config) : o.label;
   if (o.bandwidth.empty()) throw UsageError("--bandwidth is required (a rate such as 1gbit)");
   sim::Cluster cluster;
@@ -168,6 +173,10 @@ void run(const SimulateOptions& o) {
   cluster.burst_bytes = o.burst == "emulated"
                             ? emulated_burst_bytes(o.bandwidth)
                             : static_cast<double>(parse_bytes(o.burst, "--burst"));
+  if (o.burst == "emulated") {  // the link's bytes are frames: a share of them is payload
+    cluster.network.bytes_per_s *= kEmulatedPayloadShare;
+    cluster.burst_bytes *= kEmulatedPayloadShare;
+  }
   if (!o.burst_rate.empty()) cluster.burst_bytes_per_s = rate_of(o.burst_rate, "--burst-rate");
   cluster.hosts_per_rack = o.hosts_per_rack;
   cluster.oversubscription = o.oversubscription;
@@ -181,8 +190,8 @@ void run(const SimulateOptions& o) {
     try {
       predictions.push_back(predict(cluster));
     } catch (const ConfigError& e) {
-      throw UsageError(cat("--hosts ", hosts, " with --ranks-per-host ", o.ranks_per_host, ": ",
-                           e.what()));
+      throw UsageError(
+          cat("--hosts ", hosts, " with --ranks-per-host ", o.ranks_per_host, ": ", e.what()));
     }
   }
   if (!o.json)
@@ -267,8 +276,8 @@ void add_simulate_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--burst", o->burst,
                   "Bytes a link passes at once after idling, as a token bucket does (64K); "
-                  "\"emulated\": the burst of distml launch --netns-cluster's links (4 ms of "
-                  "the rate); default 0, a plain link");
+                  "\"emulated\": distml launch --netns-cluster's links (a burst of 4 ms of the "
+                  "rate, which counts the frames' headers too); default 0, a plain link");
   sub->add_option("--burst-rate", o->burst_rate,
                   "The rate at which a burst goes (the wire's, or what the hosts' network stack "
                   "reaches: 2800mbit); default: at once");
@@ -280,6 +289,10 @@ void add_simulate_command(CLI::App& app) {
                   "A rack's hosts' link rate over its uplink's (default 1: none)")
       ->check(CLI::Range(1.0, 1e6));
   sub->add_option("--engine", o->engine, "mpi | gloo | local (default: the profile's)");
+  sub->add_option("--steps", o->steps,
+                  "Steps each parameter-server worker plays out (default 40); the second half "
+                  "is measured")
+      ->check(CLI::Range(2, 1000000));
   sub->add_option("--label", o->label,
                   "What distml report --predictions calls these predictions (default: the "
                   "strategy, as \"ps bsp\" or \"local_sgd H=8\")");

@@ -1,11 +1,10 @@
 #include "distml/sim/parameter_server.h"
 
 #include <algorithm>
-#include <functional>
-#include <queue>
 #include <tuple>
 
 #include "distml/core/error.h"
+#include "distml/sim/events.h"
 #include "distml/sim/fabric.h"
 
 namespace distml::sim {
@@ -13,36 +12,10 @@ namespace {
 
 constexpr double kHeaderBytes = 16;  // {clock, learning rate} as two doubles
 
-// Callbacks in time order; those due at the same moment in the order they were scheduled.
-class Events {
- public:
-  void at(double t, std::function<void()> f) { queue_.push({t, next_++, std::move(f)}); }
-  void run() {
-    while (!queue_.empty()) {
-      auto e = queue_.top();
-      queue_.pop();
-      now_ = e.t;
-      e.f();
-    }
-  }
-  double now() const { return now_; }
-
- private:
-  struct Event {
-    double t;
-    long seq;
-    std::function<void()> f;
-    bool operator>(const Event& o) const { return std::tie(t, seq) > std::tie(o.t, o.seq); }
-  };
-  std::priority_queue<Event, std::vector<Event>, std::greater<>> queue_;
-  long next_ = 0;
-  double now_ = 0;
-};
-
 class PsRun {
  public:
   PsRun(const Profile& profile, const PsOptions& options, const Cluster& cluster)
-      : p_(profile), o_(options), fabric_(cluster) {
+      : p_(profile), o_(options), fabric_(cluster, events_) {
     const int servers = options.strategy.servers;
     if (servers < 1 || servers >= cluster.world())
       throw ConfigError(cat("strategy.servers = ", servers, " must leave at least one of the ",
@@ -144,9 +117,8 @@ class PsRun {
 
   // A worker's bucket (or, for -1, its step header) to server index s.
   void push(int w, int s, double bytes, int bucket) {
-    const Transfer t = fabric_.send(events_.now(), w, layout_.workers + s, bytes);
-    if (bucket >= 0 && w == 0) record(bucket, t.start_s);
-    events_.at(t.arrive_s, [this, w, s] {
+    if (bucket >= 0 && w == 0) record(bucket, events_.now());
+    fabric_.send(w, layout_.workers + s, bytes, [this, w, s] {
       if (--servers_[s].due[w] == 0) step_in(w, s);
     });
   }
@@ -177,10 +149,8 @@ class PsRun {
                           server.clock[w] - slowest > o_.strategy.server.staleness;
         if (!server.reply_due[w] || held) continue;
         server.reply_due[w] = false;
-        for (auto b : server.buckets) {
-          const Transfer t = fabric_.send(events_.now(), layout_.workers + s, w, bucket_bytes_[b]);
-          events_.at(t.arrive_s, [this, w, b] { pulled(w, b); });
-        }
+        for (auto b : server.buckets)
+          fabric_.send(layout_.workers + s, w, bucket_bytes_[b], [this, w, b] { pulled(w, b); });
       }
     });
   }
@@ -206,8 +176,8 @@ class PsRun {
 
   const Profile& p_;
   const PsOptions& o_;
-  Fabric fabric_;
   Events events_;
+  Fabric fabric_;
   train::ps::Layout layout_;
   std::vector<double> bucket_bytes_, bucket_ready_;
   double slow_ = 1;

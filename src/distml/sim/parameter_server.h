@@ -13,7 +13,8 @@
 //     A straggler (PsOptions::slow_rank) sends its header late by its sleep;
 //  3. the worker's step ends when every bucket's parameters are back, plus its bookkeeping
 //     (Profile::other_s); its own optimizer never steps. The next step starts then.
-// Messages go through Fabric (fabric.h). The step predicted is the workers' mean step once
+// Messages go through Fabric (fabric.h), sharing the links fairly while they overlap. The step
+// predicted is the workers' mean step once
 // the first half of the steps has passed (the steady state, links' bursts included).
 #pragma once
 
