@@ -163,6 +163,11 @@ def main():
                 os.symlink(os.path.join(repo, "examples"), os.path.join(work, "examples"))
                 os.symlink(data, os.path.join(work, "data"))
             argv = words(command)[1:]
+            # "> FILE": the command's output kept in the doc's work folder, as a shell would.
+            into = None
+            if ">" in argv:
+                at = argv.index(">")
+                argv, into = argv[:at], argv[at + 1]
             problems = drift(distml, argv)
             if problems:
                 failed.append(f"{path}: {command}\n    " + "; ".join(problems))
@@ -189,6 +194,9 @@ def main():
             if code != 0:
                 failed.append(f"{path}: {command}\n    exit {code}: {shlex.join(run)}\n{tail}")
             else:
+                if into:
+                    with open(os.path.join(work, into), "w") as f:
+                        f.write(r.stdout)
                 if static:
                     checked += 1
                     print(f"checked (--print-config; it starts {ranks(argv)} ranks, make bench "
