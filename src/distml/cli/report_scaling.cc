@@ -12,15 +12,16 @@ using nlohmann::json;
 Predictions read_predictions(const std::string& path) {
   std::ifstream in(path);
   if (!in) throw DataError(cat(path, ": cannot read it"));
-  Predictions p{path, "", {}};
+  Predictions p;
   std::string line;
   for (int number = 1; std::getline(in, line); ++number) {
     json j;
     try {
       j = json::parse(line);
     } catch (const json::parse_error&) {
-      throw DataError(cat(path, ":", number, ": not a JSON line of distml simulate --json"));
     }
+    if (!j.is_object())
+      throw DataError(cat(path, ":", number, ": not a JSON line of distml simulate --json"));
     const auto event = j.value("event", "");
     if (event == "done") {
       p.label = j.value("label", path);

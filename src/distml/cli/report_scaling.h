@@ -13,7 +13,7 @@ namespace distml::cli {
 
 /// One `distml simulate --json` output: its label (the done line's) and its prediction lines.
 struct Predictions {
-  std::string path, label;
+  std::string label;
   std::vector<nlohmann::json> rows;  // each: ranks, step_s, efficiency
 };
 

@@ -30,9 +30,9 @@ struct SimulateOptions {
   double shared_cores = 0;
   int hosts_per_rack = 0;
   double oversubscription = 1;
-  std::string engine;  // default: the profile's
-  std::string label;   // default: the strategy's (strategy_label)
-  int steps = 40;      // the parameter server's steps per worker, played out
+  std::string engine;                  // default: the profile's
+  std::string label;                   // default: the strategy's (strategy_label)
+  int steps = sim::PsOptions{}.steps;  // the parameter server's steps per worker
   bool json = false;
 };
 
@@ -112,6 +112,11 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
                                  .recompute = c.parallel.recompute,
                                  .partition = c.parallel.partition,
                                  .partition_by_profile = c.parallel.partition_by_profile};
+    try {
+      sim::check_replayable(profile, o);  // before any size: these do not depend on it
+    } catch (const ConfigError& e) {
+      throw UsageError(cat("distml simulate: ", e.what()));
+    }
     return [profile, o](const sim::Cluster& cluster) {
       return sim::predict_pipeline_step(profile, o, cluster);
     };

@@ -22,9 +22,7 @@ double compute_slowdown(const Profile& profile, const Cluster& cluster, int comp
 double one_rank_step_s(const Profile& profile, const Cluster& cluster) {
   Cluster alone = cluster;
   alone.hosts = alone.ranks_per_host = 1;
-  return (profile.data_s + profile.forward_s + profile.backward_s + profile.optimizer_s +
-          profile.other_s) *
-         compute_slowdown(profile, alone);
+  return profile.compute_s() * compute_slowdown(profile, alone);
 }
 
 // Steps replayed at most, on links with a burst, before the last one is taken as every step's.
@@ -93,7 +91,7 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     if (links.same_tokens(tokens_at_start)) break;
     step_start += out.step_s;
   }
-  out.compute_s = (profile.data_s + profile.forward_s + profile.backward_s) * slow + after;
+  out.compute_s = profile.compute_s() * slow;
   std::tie(out.busiest_host, out.bytes_per_link) = traffic.busiest();
   return out;
 }

@@ -12,9 +12,7 @@ StepPrediction predict_local_sgd_step(const Profile& profile, const LocalSgdOpti
   const double slow = compute_slowdown(profile, cluster);
   StepPrediction out;
   out.batches = cluster.world();
-  out.compute_s = (profile.data_s + profile.forward_s + profile.backward_s + profile.optimizer_s +
-                   profile.other_s) *
-                  slow;
+  out.compute_s = profile.compute_s() * slow;
   BucketReplay average;
   average.bytes = profile.gradient_bytes();  // the parameters, as many bytes as their gradients
   average.algorithm = comm::auto_allreduce_algorithm(options.engine, cluster.world(),

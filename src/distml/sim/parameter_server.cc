@@ -93,7 +93,9 @@ class PsRun {
     int complete = 0;  // bsp: workers whose step is in
   };
 
-  double backward_end() const { return (p_.data_s + p_.forward_s + p_.backward_s) * slow_; }
+  // From a step's start.
+  double backward_start() const { return (p_.data_s + p_.forward_s) * slow_; }
+  double backward_end() const { return backward_start() + p_.backward_s * slow_; }
 
   void start_step(int w, double t) {
     Worker& worker = workers_[w];
@@ -102,9 +104,8 @@ class PsRun {
     worker.start_s = t;
     worker.pulls_left = layout_.buckets.size();
     for (auto& s : servers_) s.due[w] = s.buckets.empty() ? 0 : s.buckets.size() + 1;
-    const double backward_start = t + (p_.data_s + p_.forward_s) * slow_;
     for (std::size_t b = 0; b < layout_.buckets.size(); ++b)
-      events_.at(backward_start + bucket_ready_[b] * slow_, [this, w, b] {
+      events_.at(t + backward_start() + bucket_ready_[b] * slow_, [this, w, b] {
         push(w, layout_.server_of[b], bucket_bytes_[b], static_cast<int>(b));
       });
     const double straggle =
@@ -169,7 +170,7 @@ class PsRun {
     last_buckets_.resize(layout_.buckets.size());
     BucketReplay& r = last_buckets_[b];
     r.bytes = bucket_bytes_[b];
-    r.ready_s = (p_.data_s + p_.forward_s + bucket_ready_[b]) * slow_;
+    r.ready_s = backward_start() + bucket_ready_[b] * slow_;
     r.start_s = start_s - workers_[0].start_s;
     r.server = layout_.server_rank(b);
   }

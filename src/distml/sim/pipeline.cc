@@ -10,19 +10,18 @@ namespace {
 // 1. The layer counts of the stages, as the run decides them.
 std::vector<int> stage_counts(const std::vector<train::pipeline::LayerCost>& costs,
                               const PipelineOptions& o) {
-  std::vector<double> weights;
-  for (const auto& c : costs)
-    weights.push_back(o.partition_by_profile ? c.forward_s + c.backward_s : c.parameter_bytes);
   if (!o.partition.empty())
     return train::pipeline::checked_partition(o.partition, o.stages,
                                               static_cast<int>(costs.size()));
+  std::vector<double> weights;
+  for (const auto& c : costs)
+    weights.push_back(o.partition_by_profile ? c.forward_s + c.backward_s : c.parameter_bytes);
   return train::pipeline::balanced_partition(weights, o.stages);
 }
 
 }  // namespace
 
-StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptions& o,
-                                     const Cluster& cluster) {
+void check_replayable(const Profile& profile, const PipelineOptions& o) {
   if (profile.layers.empty())
     throw ConfigError(cat("the profile of model \"", profile.model,
                           "\" has no layers (it is not a sequence of layers): its pipeline "
@@ -30,6 +29,11 @@ StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptio
   if (o.schedule != "gpipe" && o.schedule != "1f1b")
     throw ConfigError(
         cat("parallel.schedule = \"", o.schedule, "\" is not simulated yet; gpipe and 1f1b are"));
+}
+
+StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptions& o,
+                                     const Cluster& cluster) {
+  check_replayable(profile, o);
   if (cluster.world() % o.stages != 0)
     throw ConfigError(
         cat(cluster.world(), " ranks do not make pipelines of ", o.stages, " stages"));
@@ -62,15 +66,14 @@ StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptio
   out.compute_s = around + pipeline_s;
   // The busiest NIC: a stage's activations and gradients per micro-batch across hosts, or
   // its share of the replicas' ring.
+  const auto bounds = train::pipeline::stage_bounds(counts);
   double crossing = 0;
   if (!within_host) {
-    const auto bounds = train::pipeline::stage_bounds(counts);
     for (int s = 0; s + 1 < o.stages; ++s)
       crossing = std::max(crossing, costs[bounds[s + 1] - 1].output_bytes * o.micro_batches);
   }
   double ring = 0;
   if (replicas > 1) {
-    const auto bounds = train::pipeline::stage_bounds(counts);
     for (int s = 0; s < o.stages; ++s) {
       double bytes = 0;
       for (int l = bounds[s]; l < bounds[s + 1]; ++l) bytes += costs[l].parameter_bytes;

@@ -34,8 +34,10 @@ struct PipelineOptions {
   bool partition_by_profile = false;
 };
 
-/// ConfigError when the profile has no layers, the world is not a multiple of the stages, or
-/// the schedule is not replayed.
+/// ConfigError when the profile has no layers or the schedule is not replayed.
+void check_replayable(const Profile& profile, const PipelineOptions& options);
+
+/// check_replayable's errors, and ConfigError when the world is not a multiple of the stages.
 StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptions& options,
                                      const Cluster& cluster);
 

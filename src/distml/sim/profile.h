@@ -45,6 +45,8 @@ struct Profile {
   std::vector<LayersAt> layers;
 
   double gradient_bytes() const;
+  /// The step's own work: loading, forward, backward, optimizer and bookkeeping.
+  double compute_s() const { return data_s + forward_s + backward_s + optimizer_s + other_s; }
   /// The layers' costs on micro-batches of `rows`: the measured size nearest above (or the
   /// largest), its times scaled by rows over its rows; empty without layers.
   std::vector<train::pipeline::LayerCost> layers_at(std::int64_t rows) const;
