@@ -15,7 +15,7 @@ target_link_libraries(distml_all INTERFACE distml_train distml_engines)
 set_target_properties(distml_all PROPERTIES EXPORT_NAME distml)
 
 set(distml_installed distml_all distml_core distml_comm distml_comm_mpi distml_comm_gloo
-    distml_engines distml_data distml_nn distml_train distml_torch_deps)
+    distml_engines distml_data distml_nn distml_train distml_rl_core distml_torch_deps)
 install(TARGETS ${distml_installed} EXPORT distmlTargets
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 install(DIRECTORY src/distml DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}

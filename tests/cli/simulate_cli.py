@@ -106,6 +106,22 @@ def main():
             fail(f"more hosts on the same link should not be faster: {lines}")
         print(f"ok: predicted steps {[f'{s * 1e3:.2f} ms' for s in steps]}")
 
+        # The link fitted from distml bench sendrecv --json: rows of 50 us + bytes / 1 Gbit/s
+        # predict what --latency 50us --bandwidth 1gbit predicts. The fit counts the smallest
+        # row's 4 bytes (0.032 us) as latency, which moves a step of milliseconds by under
+        # 1e-4 of itself (each all-reduce round pays it once): 1e-3 of the step allows that.
+        with open(f"{d}/bench.jsonl", "w") as f:
+            for size in (4, 1 << 24):
+                f.write(json.dumps({"op": "sendrecv", "bytes": size,
+                                    "time_us": 50 + size / 125.0}) + "\n")
+            f.write(json.dumps({"event": "done", "op": "sendrecv"}) + "\n")
+        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "1,2,4",
+                       "--link-from", f"{d}/bench.jsonl", "--json")
+        fitted = [json.loads(line)["step_s"] for line in out.stdout.splitlines()[:3]]
+        if any(abs(a - b) > 1e-3 * b for a, b in zip(fitted, steps)):
+            fail(f"steps from the fitted link {fitted}, from --latency and --bandwidth {steps}")
+        print("ok: the link fitted from bench rows predicts the same steps")
+
         # Local SGD: the parameters' one all-reduce every 4 steps, no flag element, a quarter of
         # it a step: what the gradients' buckets send, without their 4 flags, over 4.
         out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "2",
@@ -161,6 +177,9 @@ def main():
             (["--profile", profile, "--bandwidth", "fast"], "fast"),
             (["--profile", profile, "--bandwidth", "1gbit", "--latency", "2 ms"], "2 ms"),
             (["--profile", profile], "--bandwidth is required"),
+            (["--profile", profile, "--link-from", f"{d}/bench.jsonl", "--bandwidth", "1gbit"],
+             "--link-from fits the link's latency and bandwidth"),
+            (["--profile", profile, "--link-from", f"{d}/none.jsonl"], "none.jsonl"),
         ]:
             err = simulate(distml, *args, expect_rc=2).stderr
             if words not in err:

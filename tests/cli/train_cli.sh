@@ -285,6 +285,24 @@ PY
       "$distml" plan --config "$dir/lenet.toml" --engine local --np 2 --stages 3
     expect 2 "--micro-batches: expected \"auto\" or counts >= 1" \
       "$distml" plan --config "$dir/lenet.toml" --engine local --micro-batches 0,4
+    expect 2 "--search: sq not in {dp,rl}" \
+      "$distml" plan --config "$dir/lenet.toml" --engine local --search sq
+    # A placement learnt for a slow rank: an "rl" candidate beside the dynamic programming's,
+    # as fast or faster in the simulation that rewards it (it plays every placement of 5 layers
+    # on 2 stages and keeps the fastest; the dynamic programming's is one of them).
+    out=$("$distml" plan --config "$dir/lenet.toml" --engine local --np 2 --json --stages 2 \
+      --reps 1 --search rl --set train.slow_rank=1 --set train.slow_factor=3) ||
+      fail "plan --search rl failed: $out"
+    "$python" - "$out" <<'PY' || fail "plan --search rl: $out"
+import json, sys
+plan, done = (json.loads(l) for l in sys.argv[1].splitlines()[-2:])
+assert plan["slow_rank"] == 1 and plan["slow_factor"] == 3, plan
+by = {c["search"]: c for c in plan["candidates"]}
+assert set(by) == {"dp", "rl"}, plan["candidates"]
+assert by["rl"]["predicted_step_s"] <= by["dp"]["predicted_step_s"] * (1 + 1e-12), by
+assert sum(by["rl"]["partition"]) == 5 and len(by["rl"]["partition"]) == 2, by
+print("ok: placements", by["dp"]["partition"], "(dp) and", by["rl"]["partition"], "(rl)")
+PY
     # ddg runs whole batches: one candidate per grid, micro-batch count 1, and it trains.
     out=$("$distml" plan --config "$dir/lenet.toml" --engine local --np 2 --json --stages 2 \
       --micro-batches auto --measure --measure-steps 3 --reps 1 --set parallel.schedule=ddg) ||

@@ -28,6 +28,7 @@ struct PlanCliOptions {
   bool measure = false;
   int measure_steps = 30;
   bool json = false;
+  std::string search = "dp";
 };
 
 std::vector<int> micro_batch_candidates(const std::string& text, std::int64_t batch) {
@@ -58,6 +59,7 @@ nlohmann::json grid_json(const train::GridPlan& g) {
           {"replicas", g.replicas},
           {"micro_batches", g.micro_batches},
           {"partition", g.counts},
+          {"search", g.search},
           {"predicted_step_s", g.step_s},
           {"predicted_samples_per_s", g.samples_per_s}};
 }
@@ -78,11 +80,14 @@ void print_text(const train::Plan& plan, const PlanCliOptions& o) {
   std::printf("link: latency %.1f us, bandwidth %.2f GB/s (%s)\n", 1e6 * plan.link.latency_s,
               plan.link.bytes_per_s / 1e9,
               plan.link_measured ? "measured between ranks 0 and 1" : "given");
-  std::printf("  %6s %8s %6s %-20s %14s %12s\n", "stages", "replicas", "micro", "partition",
-              "predicted step", "samples/s");
+  if (plan.slow_rank >= 0)
+    std::printf("rank %d computes %.2f times slower (train.slow_rank, train.slow_factor)\n",
+                plan.slow_rank, plan.slow_factor);
+  std::printf("  %6s %8s %6s %-20s %6s %14s %12s\n", "stages", "replicas", "micro", "partition",
+              "search", "predicted step", "samples/s");
   for (const auto& g : plan.candidates)
-    std::printf("  %6d %8d %6d %-20s %12.4f s %12.0f\n", g.stages, g.replicas, g.micro_batches,
-                counts_text(g.counts).c_str(), g.step_s, g.samples_per_s);
+    std::printf("  %6d %8d %6d %-20s %6s %12.4f s %12.0f\n", g.stages, g.replicas, g.micro_batches,
+                counts_text(g.counts).c_str(), g.search.c_str(), g.step_s, g.samples_per_s);
   std::string command =
       cat("distml train --config ", o.config_path, " --np ", plan.best.stages * plan.best.replicas);
   auto sets = o.sets;
@@ -108,6 +113,7 @@ void plan_rank(const PlanCliOptions& o, const train::TrainConfig& config,
   if (o.latency_us >= 0)
     options.link = train::pipeline::Link{o.latency_us * 1e-6, o.bandwidth_mbps * 125e3};
   options.reps = o.reps;
+  options.search = o.search;
   const auto plan = train::make_plan(config, data, world, options);
   nlohmann::json done = {{"event", "done"}, {"chosen", grid_json(plan.best)}};
   if (world.rank() == 0) {
@@ -118,6 +124,8 @@ void plan_rank(const PlanCliOptions& o, const train::TrainConfig& config,
                                   {"link_latency_s", plan.link.latency_s},
                                   {"link_bytes_per_s", plan.link.bytes_per_s},
                                   {"link_measured", plan.link_measured},
+                                  {"slow_rank", plan.slow_rank},
+                                  {"slow_factor", plan.slow_factor},
                                   {"cores_per_rank", plan.cores_per_rank},
                                   {"sharing_efficiency", plan.sharing_efficiency},
                                   {"candidates", candidates}}
@@ -192,6 +200,11 @@ void add_plan_command(CLI::App& app, int argc, char** argv) {
                 "step time beside the predicted one");
   sub->add_option("--measure-steps", o->measure_steps, "Steps of the --measure run")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--search", o->search,
+                  "How partitions are found: dp (dynamic programming over cut points, exact for "
+                  "equal ranks) or rl (also a placement learnt by REINFORCE with the simulated "
+                  "step as reward, which accounts for train.slow_rank)")
+      ->check(CLI::IsMember({"dp", "rl"}));
   sub->add_flag("--json", o->json, "A plan line and a done line as JSON on stdout");
   sub->callback([o, np, argc, argv] { run(*o, np->count() > 0, argc, argv); });
 }

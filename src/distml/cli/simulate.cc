@@ -14,6 +14,7 @@
 #include "distml/sim/pipeline.h"
 #include "distml/train/config.h"
 #include "distml/train/strategy_factory.h"
+#include "link_fit.h"
 #include "netns_cluster.h"
 #include "torch_commands.h"
 
@@ -26,6 +27,7 @@ struct SimulateOptions {
   std::string hosts = "1,2,4,8";
   int ranks_per_host = 1;
   std::string bandwidth, latency = "0", burst = "0", burst_rate, p2p_overhead = "0";
+  std::string link_from;  // distml bench sendrecv --json's output, to fit latency and bandwidth
   std::string host_bandwidth = "40gbit", host_latency = "2us";  // within a host
   double shared_cores = 0;
   int hosts_per_rack = 0;
@@ -167,10 +169,30 @@ void run(const SimulateOptions& o) {
   comm::check_engine_name(engine);
   const auto predict = predictor(config, profile, engine, o.steps);
   const std::string label = o.label.empty() ? strategy_label(config) : o.label;
-  if (o.bandwidth.empty()) throw UsageError("--bandwidth is required (a rate such as 1gbit)");
   sim::Cluster cluster;
   cluster.ranks_per_host = o.ranks_per_host;
-  cluster.network = {parse_duration_s(o.latency, "--latency"), rate_of(o.bandwidth, "--bandwidth")};
+  std::string link_text;  // for the table's title
+  if (!o.link_from.empty()) {
+    if (!o.bandwidth.empty() || o.latency != "0" || o.burst == "emulated")
+      throw UsageError(
+          "--link-from fits the link's latency and bandwidth: leave out --bandwidth, "
+          "--latency and --burst emulated");
+    const auto fit = fit_link(o.link_from);
+    cluster.network = {fit.latency_s, fit.bytes_per_s};
+    char text[160];
+    std::snprintf(text, sizeof text,
+                  "links fitted from %s: latency %.1f us (%lld bytes), %.3g GB/s "
+                  "(%lld bytes)",
+                  o.link_from.c_str(), 1e6 * fit.latency_s, static_cast<long long>(fit.small_bytes),
+                  fit.bytes_per_s / 1e9, static_cast<long long>(fit.large_bytes));
+    link_text = text;
+  } else {
+    if (o.bandwidth.empty())
+      throw UsageError("--bandwidth is required (a rate such as 1gbit), or --link-from");
+    cluster.network = {parse_duration_s(o.latency, "--latency"),
+                       rate_of(o.bandwidth, "--bandwidth")};
+    link_text = cat("links ", o.bandwidth, ", latency ", o.latency);
+  }
   cluster.shared_cores = o.shared_cores;
   cluster.p2p_overhead_s = parse_duration_s(o.p2p_overhead, "--p2p-overhead");
   cluster.within_host = {parse_duration_s(o.host_latency, "--host-latency"),
@@ -200,11 +222,10 @@ void run(const SimulateOptions& o) {
     }
   }
   if (!o.json)
-    std::printf(
-        "%s, %s per rank, %s of gradients; links %s, latency %s\n%6s %6s %10s %10s %12s %14s\n",
-        profile.model.c_str(), counted(profile.batch_size, "sample").c_str(),
-        readable_bytes(profile.gradient_bytes()).c_str(), o.bandwidth.c_str(), o.latency.c_str(),
-        "hosts", "ranks", "step_s", "efficiency", "exposed_s", "bytes/link");
+    std::printf("%s, %s per rank, %s of gradients; %s\n%6s %6s %10s %10s %12s %14s\n",
+                profile.model.c_str(), counted(profile.batch_size, "sample").c_str(),
+                readable_bytes(profile.gradient_bytes()).c_str(), link_text.c_str(), "hosts",
+                "ranks", "step_s", "efficiency", "exposed_s", "bytes/link");
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     const int hosts = cluster.hosts = sizes[i];
     const sim::StepPrediction& p = predictions[i];
@@ -266,6 +287,10 @@ void add_simulate_command(CLI::App& app) {
   sub->add_option("--bandwidth", o->bandwidth,
                   "Each host's link, as distml launch --netns-cluster spells it: 100mbit, 1gbit");
   sub->add_option("--latency", o->latency, "Each link's one-way latency: 50us, 1ms (default 0)");
+  sub->add_option("--link-from", o->link_from,
+                  "Instead of --bandwidth and --latency: fit them to what distml bench sendrecv "
+                  "--json measured on the link (latency from the smallest message, bandwidth "
+                  "from the largest), e.g. distml bench sendrecv --np 2 --sizes 4,16M --json");
   sub->add_option("--p2p-overhead", o->p2p_overhead,
                   "Each point-to-point message's start-up in the engine beyond --latency (what "
                   "distml bench sendrecv takes for 4 bytes, less the latency): the parameter "

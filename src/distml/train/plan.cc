@@ -11,6 +11,7 @@
 #include "distml/core/error.h"
 #include "distml/core/fnv1a.h"
 #include "distml/core/median.h"
+#include "distml/rl/placement_search.h"
 #include "distml/train/model_setup.h"
 #include "distml/train/objective.h"
 #include "distml/train/pipeline/profile.h"
@@ -98,8 +99,12 @@ Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicat
   const auto model = build_model(config, data);
   const auto layers = model.layers();
   const Objective objective(config, data, model);
+  if (options.search != "dp" && options.search != "rl")
+    throw ConfigError(cat("plan: search \"", options.search, "\": expected \"dp\" or \"rl\""));
   Plan plan;
   for (const auto& l : layers) plan.layer_names.push_back(l.name);
+  plan.slow_rank = static_cast<int>(config.train.slow_rank);
+  plan.slow_factor = config.train.slow_factor;
   plan.cores_per_rank = cores_per_rank(world);
   // 1. The layers' costs per micro-batch size, measured once each by rank 0 alone.
   auto profile_at = [&](std::int64_t rows) {
@@ -162,13 +167,34 @@ Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicat
       const pipeline::Cores cores{.available = plan.cores_per_rank * s,
                                   .threads = threads,
                                   .sharing_efficiency = plan.sharing_efficiency};
-      g.step_s = pipeline::simulated_step_s(costs, g.counts, m, config.parallel.schedule, plan.link,
-                                            cores, g.replicas, config.parallel.recompute);
+      pipeline::Unequal unequal;  // 4.
+      if (plan.slow_rank >= 0) {
+        unequal.slowdown.assign(s, 1.0);
+        unequal.slowdown[plan.slow_rank % s] = plan.slow_factor;
+      }
+      const rl::PlacementTime simulated = [&](const std::vector<int>& counts) {
+        return pipeline::simulated_step_s(costs, counts, m, config.parallel.schedule, plan.link,
+                                          cores, g.replicas, config.parallel.recompute, unequal);
+      };
+      auto add = [&](const GridPlan& candidate) {
+        plan.candidates.push_back(candidate);
+        if (candidate.samples_per_s > plan.best.samples_per_s) {
+          plan.best = candidate;
+          plan.layers = costs;
+        }
+      };
+      g.step_s = simulated(g.counts);
       g.samples_per_s = g.replicas * batch / g.step_s;
-      plan.candidates.push_back(g);
-      if (g.samples_per_s > plan.best.samples_per_s) {
-        plan.best = g;
-        plan.layers = costs;
+      add(g);
+      if (options.search == "rl" && s > 1) {
+        const auto learnt =
+            rl::search_placement(static_cast<int>(layers.size()), s, simulated,
+                                 {.seed = static_cast<std::uint64_t>(config.train.seed)});
+        g.counts = learnt.counts;
+        g.step_s = learnt.step_s;
+        g.samples_per_s = g.replicas * batch / g.step_s;
+        g.search = "rl";
+        add(g);
       }
     }
   }

@@ -18,6 +18,11 @@
 //     host's cores; the chosen one trains the most samples per second (R x train.batch_size /
 //     step). Under ddg, whose steps run whole batches and overlap, a grid has one candidate:
 //     the partition balanced as for a long pipeline, and the time per step of a long run.
+//  4. With train.slow_rank, that rank's stage runs slow_factor times slower in the simulation
+//     (the dynamic programming of step 3 still assumes equal ranks: its plan is the
+//     equal-rank one). With search = "rl", each grid also gets the placement that REINFORCE
+//     learns with the simulation as its reward (rl/placement_search.h), a candidate of its
+//     own.
 // Tensor parallelism is not planned (parallel.tensor stays 1).
 #pragma once
 
@@ -37,6 +42,7 @@ struct PlanOptions {
   std::vector<int> micro_batches;      // candidates; empty: parallel.micro_batches
   std::optional<pipeline::Link> link;  // empty: measured between ranks 0 and 1
   int reps = 5;                        // timed passes per measurement
+  std::string search = "dp";           // "dp", or "rl" for step 4's learnt placements too
 };
 
 struct GridPlan {
@@ -44,6 +50,7 @@ struct GridPlan {
   std::vector<int> counts{};  // layers per stage
   double step_s = 0;          // predicted (simulated)
   double samples_per_s = 0;
+  std::string search = "dp";  // what found the partition: "dp" or "rl" (step 4)
 };
 
 struct Plan {
@@ -51,6 +58,8 @@ struct Plan {
   bool link_measured = false;
   double cores_per_rank = 1;      // step 3: the host's cores / its ranks (the least over the hosts)
   double sharing_efficiency = 1;  // step 3: measured when the ranks' threads outnumber the cores
+  int slow_rank = -1;             // step 4: train.slow_rank, slowed by train.slow_factor
+  double slow_factor = 1;
   std::vector<std::string> layer_names;
   std::vector<pipeline::LayerCost> layers;  // measured, at the chosen micro-batch size
   std::vector<GridPlan> candidates;         // in the order tried

@@ -205,7 +205,6 @@ struct Trainer::State {
           return objective.mean_loss_of(out, rows_of(batch, begin, count));
         },
         [&](bool last) { strategy->before_backward(last); }, [&] { stage_update(); });
-    if (world.rank() == config.train.slow_rank) straggle(stage->stats().compute_seconds);
     pipeline::accumulate(stage_totals, stage->stats());
     window_stage_times.insert(window_stage_times.end(),
                               {stage->stats().compute_seconds, stage->stats().wait_seconds});

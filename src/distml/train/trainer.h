@@ -11,7 +11,8 @@
 //     strategy.optimizer_step() applies the update with the scheduled learning rate (a plain
 //     optimizer step, or ZeRO's sharded one); strategy.after_optimizer_step() averages models
 //     where the strategy does that (local SGD, EASGD, gossip). With train.slow_rank = R, rank
-//     R sleeps (slow_factor - 1) x its forward/backward time first: a straggler.
+//     R sleeps (slow_factor - 1) x its forward/backward time first: a straggler (in a pipeline
+//     after each of its stage's forwards and backwards, pipeline_stage.h).
 //  4. Every log_every steps the mean loss is averaged across ranks and reported; at the end of
 //     an epoch (or every eval_every steps) the test split is evaluated; every
 //     checkpoint_every steps rank 0 writes a checkpoint (the newest

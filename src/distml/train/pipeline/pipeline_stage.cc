@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
+#include <thread>
 
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
@@ -142,6 +143,12 @@ void PipelineStage::drain(const std::function<void(bool)>& before_backward,
 int PipelineStage::tag(const InFlight& f) const { return decoupled() ? f.micro % 2 : f.micro; }
 
 // Waits until the step's sends have arrived (`all_sends`: ddg's delayed gradients too).
+void PipelineStage::straggle(Clock::time_point compute_start) const {
+  if (options_.slowdown <= 1) return;
+  const double extra = (options_.slowdown - 1) * seconds_since(compute_start);
+  std::this_thread::sleep_for(std::chrono::duration<double>(extra));
+}
+
 void PipelineStage::end_step(bool all_sends) {
   const auto wait_start = Clock::now();
   try {
@@ -194,6 +201,7 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
     out = compute(f, rows, loss);
   }
   if (versions_) versions_->after_forward(f.micro);
+  straggle(start);
   if (is_last()) {
     // The batch's mean loss, whatever each micro-batch's weight in the gradient.
     f.loss = out.item<double>() * (versions_ ? static_cast<double>(f.count) / rows : 1.0);
@@ -241,6 +249,7 @@ void PipelineStage::backward(InFlight& f, bool last, std::int64_t rows, const Lo
     for (std::size_t i = 0; i < buffers_.size(); ++i) buffers_[i].copy_(kept[i]);
   }
   if (versions_) versions_->after_backward(f.micro);
+  straggle(start);
   stats_.compute_seconds += seconds_since(start);
   if (stage_ > 0) {
     const auto& g = f.input.grad();

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/nn/layers.h"
 #include "distml/train/pipeline/stage_link.h"
@@ -78,6 +79,9 @@ struct PipelineOptions {
   /// mlp's and LeNet-5's Linear pairs are split.
   bool own_random_stream = true;
   std::function<int(int stage)> world_rank = [](int s) { return s; };  // for messages
+  /// Straggler experiments (train.slow_rank): each forward and backward takes this many times
+  /// as long, the stage sleeping the difference after it computes, as a slower rank would.
+  double slowdown = 1;
 };
 
 /// What one step cost this stage.
@@ -140,6 +144,7 @@ class PipelineStage {
   torch::Tensor compute(const InFlight& f, std::int64_t rows, const LossFn& loss);
   torch::Tensor receive(int peer, const InFlight& f, const char* what);
   void end_step(bool all_sends);
+  void straggle(Clock::time_point compute_start) const;
   [[noreturn]] void rethrow_naming(const CommError& e, const std::string& waiting) const;
   bool is_last() const { return stage_ == stages_ - 1; }
   bool decoupled() const { return options_.schedule == "ddg"; }

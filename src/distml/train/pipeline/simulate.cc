@@ -45,7 +45,8 @@ std::vector<Op> ops_of(const std::string& schedule, int stages, int s, int m) {
 
 // Steps 1 to 3: the seconds until every stage has run its ops for m micro-batches.
 double played_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts, int m,
-                const std::string& schedule, bool recompute, const Link& link, const Cores& cores) {
+                const std::string& schedule, bool recompute, const Link& link, const Cores& cores,
+                const Unequal& unequal) {
   const int stages = static_cast<int>(counts.size());
   const auto bounds = stage_bounds(counts);
   std::vector<StageState> st(stages);
@@ -63,7 +64,14 @@ double played_s(const std::vector<LayerCost>& layers, const std::vector<int>& co
       st[s].forward_s += copy_s;             // current weights out and back around the
       st[s].backward_s += 3 * copy_s;        // backward, and the stash put in
     }
-    st[s].link_s = link.latency_s + layers[bounds[s + 1] - 1].output_bytes / link.bytes_per_s;
+    if (!unequal.slowdown.empty()) {  // 5.
+      const double f = unequal.slowdown[s];
+      st[s].forward_s *= f;
+      st[s].backward_s *= f;
+      st[s].update_s *= f;
+    }
+    const Link& out = unequal.links.empty() || s + 1 == stages ? link : unequal.links[s];
+    st[s].link_s = out.latency_s + layers[bounds[s + 1] - 1].output_bytes / out.bytes_per_s;
   }
   // When each stage's forward and backward of each micro-batch ended.
   std::vector<std::vector<double>> forward_end(stages, std::vector<double>(m, kNever));
@@ -128,19 +136,26 @@ double played_s(const std::vector<LayerCost>& layers, const std::vector<int>& co
 
 double simulated_step_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts,
                         int micro_batches, const std::string& schedule, const Link& link,
-                        const Cores& cores, int replicas, bool recompute) {
+                        const Cores& cores, int replicas, bool recompute, const Unequal& unequal) {
+  const auto stages = counts.size();
+  if (!unequal.slowdown.empty() && unequal.slowdown.size() != stages)
+    throw ConfigError(cat("pipeline simulation: ", unequal.slowdown.size(), " stage slowdowns for ",
+                          stages, " stages"));
+  if (!unequal.links.empty() && unequal.links.size() + 1 != stages)
+    throw ConfigError(cat("pipeline simulation: ", unequal.links.size(), " links between ", stages,
+                          " stages (one fewer expected)"));
   const bool recomputes = recompute || updates_every_backward(schedule);
   const double allreduce = slowest_allreduce_s(layers, counts, link, replicas);  // 4.
   if (schedule == "ddg") {
-    // 5. Steps overlap: a step's share of a long run, the fill and the drain cancelled out.
+    // 6. Steps overlap: a step's share of a long run, the fill and the drain cancelled out.
     const int k = 4 * static_cast<int>(counts.size());
     const auto run = [&](int batches) {
-      return played_s(layers, counts, batches, schedule, recomputes, link, cores);
+      return played_s(layers, counts, batches, schedule, recomputes, link, cores, unequal);
     };
     return (run(2 * k) - run(k)) / k + allreduce;
   }
   const int updates = schedule == "pipedream" ? micro_batches : 1;
-  return played_s(layers, counts, micro_batches, schedule, recomputes, link, cores) +
+  return played_s(layers, counts, micro_batches, schedule, recomputes, link, cores, unequal) +
          updates * allreduce;
 }
 

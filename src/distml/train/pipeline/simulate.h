@@ -22,7 +22,10 @@
 //     clock advances from one event (an op ends, an op's input arrives) to the next.
 //  4. The step ends with the last op, then the slowest stage's ring all-reduce across the
 //     replicas (cost_model.h, step 4), after each update under pipedream.
-//  5. ddg's steps overlap (stage s back-propagates batch t - (S - 1 - s) in step t): its
+//  5. Ranks and links may differ (Unequal): a stage whose rank is slower takes its slowdown
+//     times the measured time for each op (its update included), and a link may have its own
+//     latency and bandwidth. `distml plan --search rl` places layers on such ranks.
+//  6. ddg's steps overlap (stage s back-propagates batch t - (S - 1 - s) in step t): its
 //     micro-batches are whole batches, in 1f1b's order, and its step is the time per batch of
 //     a long run, (T(2K) - T(K)) / K with K = 4 S, so that the fill and the drain cancel.
 #pragma once
@@ -40,10 +43,18 @@ struct Cores {
   double sharing_efficiency = 1;  // speed kept when more threads than cores compute (step 3)
 };
 
+/// Where the pipeline's ranks and links differ from the measured ones (step 5).
+struct Unequal {
+  std::vector<double> slowdown;  // per stage, >= 1 (empty: every stage at the measured speed)
+  std::vector<Link> links;       // per link, links[s] after stage s (empty: every one `link`)
+};
+
 /// Seconds of one step of `layers` cut by `counts` under `schedule` (ddg: `layers` measured
 /// on the whole batch; `micro_batches` is not used), `recompute` being gpipe's option.
+/// ConfigError when `unequal` names other than one slowdown per stage or one link per cut.
 double simulated_step_s(const std::vector<LayerCost>& layers, const std::vector<int>& counts,
                         int micro_batches, const std::string& schedule, const Link& link,
-                        const Cores& cores = {}, int replicas = 1, bool recompute = false);
+                        const Cores& cores = {}, int replicas = 1, bool recompute = false,
+                        const Unequal& unequal = {});
 
 }  // namespace distml::train::pipeline
