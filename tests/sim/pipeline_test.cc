@@ -75,6 +75,23 @@ TEST(Pipeline, ReplicasAllReduceTheirStagesAfterThePipeline) {
   EXPECT_EQ(p.batches, 3);
 }
 
+TEST(Pipeline, SlowRankSlowsItsStage) {
+  // Two stages of one layer, one micro-batch, the second stage's rank 3 times slower: forward
+  // 1 + 3 ms, backward 6 + 2 ms, and the 1.5 ms around the pipeline. Rank 3 of 2 replicas is
+  // the second replica's second stage: its replica's pipeline is the slow one.
+  for (int slow_rank : {1, 3}) {
+    const PipelineOptions o{.stages = 2,
+                            .micro_batches = 1,
+                            .schedule = "1f1b",
+                            .slow_rank = slow_rank,
+                            .slow_factor = 3};
+    Cluster c = free_links(4);
+    c.network.latency_s = 0;
+    const auto p = predict_pipeline_step(equal_layers(2), o, c);
+    EXPECT_NEAR(p.step_s - p.comm_s, 0.012 + 0.0015, 1e-15) << "slow rank " << slow_rank;
+  }
+}
+
 TEST(Pipeline, CutsTheLayersAsTheRunDoes) {
   // Balanced by parameters (the default), by time ("profile"), or the config's counts: a
   // first layer that holds the most parameters and takes no time moves the cut.

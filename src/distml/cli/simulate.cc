@@ -102,10 +102,10 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
   if (c.compress.name != "none")
     throw UsageError(
         cat("distml simulate: compress.name = \"", c.compress.name, "\" is not simulated yet"));
-  if (c.train.slow_rank >= 0 && c.strategy.name != "ps")
+  if (c.train.slow_rank >= 0 && c.strategy.name != "ps" && c.parallel.pipeline_stages == 1)
     throw UsageError(
-        cat("distml simulate: train.slow_rank is simulated with strategy \"ps\" only, "
-            "not \"",
+        cat("distml simulate: train.slow_rank is simulated with strategy \"ps\" and with "
+            "pipelines only, not \"",
             c.strategy.name, "\""));
   if (c.parallel.pipeline_stages > 1 && c.strategy.name == "allreduce") {
     const sim::PipelineOptions o{.stages = static_cast<int>(c.parallel.pipeline_stages),
@@ -113,7 +113,9 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
                                  .schedule = c.parallel.schedule,
                                  .recompute = c.parallel.recompute,
                                  .partition = c.parallel.partition,
-                                 .partition_by_profile = c.parallel.partition_by_profile};
+                                 .partition_by_profile = c.parallel.partition_by_profile,
+                                 .slow_rank = static_cast<int>(c.train.slow_rank),
+                                 .slow_factor = c.train.slow_factor};
     try {
       sim::check_replayable(profile, o);  // before any size: these do not depend on it
     } catch (const ConfigError& e) {

@@ -57,8 +57,13 @@ StepPrediction predict_pipeline_step(const Profile& profile, const PipelineOptio
   StepPrediction out;
   out.batches = replicas;
   const double slow = compute_slowdown(profile, cluster);
+  train::pipeline::Unequal unequal;  // 6.
+  if (o.slow_rank >= 0 && o.slow_rank < cluster.world()) {
+    unequal.slowdown.assign(o.stages, 1.0);
+    unequal.slowdown[o.slow_rank % o.stages] = o.slow_factor;
+  }
   const double pipeline_s = train::pipeline::simulated_step_s(
-      costs, counts, o.micro_batches, o.schedule, link, pipeline_cores, 1, o.recompute);
+      costs, counts, o.micro_batches, o.schedule, link, pipeline_cores, 1, o.recompute, unequal);
   out.comm_s = out.exposed_comm_s =
       replicas > 1 ? train::pipeline::slowest_allreduce_s(costs, counts, across, replicas) : 0;
   const double around = (profile.data_s + profile.other_s) * slow;  // 5.

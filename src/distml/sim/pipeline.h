@@ -11,7 +11,9 @@
 //     engine's start-ups, Cluster::p2p_overhead_s); the replicas' gradients are all-reduced across
 //     hosts (the planner's ring, cost_model.h step 4), after the pipeline;
 //  4. with shared cores, each pipeline's stages share their part of them;
-//  5. stage 0 loads the batch before the pipeline and the step's bookkeeping follows it.
+//  5. stage 0 loads the batch before the pipeline and the step's bookkeeping follows it;
+//  6. train.slow_rank's stage computes slow_factor times slower (in its replica, which the
+//     others then wait for in the all-reduce), as the run's straggler does (pipeline_stage.h).
 // gpipe and 1f1b are replayed; pipedream and ddg, whose updates interleave the replicas'
 // all-reduces, are not yet.
 #pragma once
@@ -32,6 +34,8 @@ struct PipelineOptions {
   bool recompute = false;
   std::vector<std::int64_t> partition{};  // the config's; empty: balanced by parameters
   bool partition_by_profile = false;
+  int slow_rank = -1;  // 6. train.slow_rank, train.slow_factor
+  double slow_factor = 1;
 };
 
 /// ConfigError when the profile has no layers or the schedule is not replayed.
