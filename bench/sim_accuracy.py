@@ -11,6 +11,7 @@ every cluster; writes it all to --out as JSON.
 
 Usage: sim_accuracy.py DISTML [--reps N] [--steps N] [--out FILE] [--sizes 2x1,...]
        [--rates 100mbit,1gbit] [--strategies allreduce,ps,local_sgd,pipeline]
+(gossip, easgd, fp16 and topk can be named too)
 """
 import argparse
 import json
@@ -28,7 +29,13 @@ STRATEGIES = {
     "ps": ["strategy.name=ps", "strategy.mode=bsp"],
     "local_sgd": ["strategy.name=local_sgd", "strategy.period=8"],
     "pipeline": ["parallel.pipeline_stages=2", "parallel.schedule=1f1b"],
+    # Beyond the issue's grid (--strategies gossip,easgd,fp16,topk):
+    "gossip": ["strategy.name=gossip", "strategy.topology=ring"],
+    "easgd": ["strategy.name=easgd", "strategy.period=8", "strategy.alpha=0.1"],
+    "fp16": ["compress.name=fp16"],
+    "topk": ["compress.name=topk", "compress.ratio=0.01"],
 }
+GRID = "allreduce,ps,local_sgd,pipeline"
 # The emulated links' model (docs/simulator.md, "Links shaped by a token bucket"): read off
 # `distml bench allreduce` and `distml bench sendrecv` on them, not fitted to step times.
 EMULATED = ["--shared-cores", "2", "--burst", "emulated", "--burst-rate", "2800mbit",
@@ -58,7 +65,7 @@ def main():
     ap.add_argument("--out", default="sim_accuracy.json")
     ap.add_argument("--sizes", default="2x1,2x2,3x1,4x1")
     ap.add_argument("--rates", default="100mbit,1gbit")
-    ap.add_argument("--strategies", default=",".join(STRATEGIES))
+    ap.add_argument("--strategies", default=GRID)
     a = ap.parse_args()
     distml = os.path.abspath(a.distml)
     common = ["--config", CONFIG, "--set", f"train.max_steps={a.steps}"]

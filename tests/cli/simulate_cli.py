@@ -135,6 +135,30 @@ def main():
             fail(f"local SGD sends {local['bytes_per_link']} a step; allreduce "
                  f"{lines[1]['bytes_per_link']} with {flags} bytes of flags")
         print(f"ok: local SGD every 4 steps: {local['step_s'] * 1e3:.2f} ms a step")
+        # Post-local SGD after its warm-up and synchronous EASGD average as local SGD does.
+        for other in (["--set", "strategy.name=post_local_sgd"],
+                      ["--set", "strategy.name=easgd", "--set", "strategy.alpha=0.5"]):
+            out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "2",
+                           "--bandwidth", "1gbit", "--set", "strategy.period=4", "--json", *other)
+            if json.loads(out.stdout.splitlines()[0])["step_s"] != local["step_s"]:
+                fail(f"{other} predicts {out.stdout.splitlines()[0]}, local SGD {local}")
+        print("ok: post-local SGD and EASGD average as local SGD")
+
+        # Gossip: each rank sends its parameters to each neighbour of the run's topology
+        # (gossip_offsets): one on 2 ranks, two on a ring of 4, three (1, 2, 4) exponentially
+        # on 8. The parameters are the gradients' bytes less the buckets' 4-byte flags.
+        parameters = lines[1]["bytes_per_link"] - flags
+        for topology, hosts, neighbours in [("ring", 2, 1), ("ring", 4, 2),
+                                            ("exponential", 8, 3)]:
+            out = simulate(distml, "--profile", profile, "--config", config, "--hosts",
+                           str(hosts), "--bandwidth", "1gbit", "--json",
+                           "--set", "strategy.name=gossip", "--set",
+                           f"strategy.topology={topology}")
+            sent = json.loads(out.stdout.splitlines()[0])["bytes_per_link"]
+            if sent != neighbours * parameters:
+                fail(f"gossip {topology} on {hosts}: {sent} bytes, expected {neighbours} x "
+                     f"{parameters}")
+        print("ok: gossip sends the parameters to each neighbour of its topology")
 
         # A pipeline of 2 stages: one per host's pair of ranks, and across hosts.
         out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "1,2",
@@ -145,6 +169,22 @@ def main():
                 [(2, False), (4, True)]:
             fail(f"pipelines: {piped}")
         print("ok: a 2-stage pipeline:", [f"{line['step_s'] * 1e3:.2f} ms" for line in piped])
+
+        # Compression: the simulator's compressor sends per step what the run's sent (top-k's
+        # values and indices, all-gathered, then the flags), and PowerSGD reads the shapes.
+        topk = ["--set", "compress.name=topk", "--set", "compress.ratio=0.01"]
+        done = distml_cli.run(distml, "--config", config, "--np", "2", "--engine", "gloo",
+                              "--json", *topk)
+        ran = json.loads(done.stdout.splitlines()[-1])
+        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "2",
+                       "--bandwidth", "1gbit", "--json", *topk)
+        sent = sum(b["bytes"] for b in json.loads(out.stdout.splitlines()[0])["buckets"])
+        if sent * ran["steps"] != ran["bytes_sent"]:
+            fail(f"top-k: the run sent {ran['bytes_sent']} bytes in {ran['steps']} steps, the "
+                 f"simulator {sent} a step")
+        simulate(distml, "--profile", profile, "--config", config, "--hosts", "2",
+                 "--bandwidth", "1gbit", "--set", "compress.name=powersgd")
+        print(f"ok: top-k sends the run's {sent} bytes a step; PowerSGD is simulated")
 
         # The parameter server: the simulator's shards are the run's (bytes per server), and
         # a worker pushes each step what the run's worker pushed.
@@ -167,8 +207,14 @@ def main():
         for args, words in [
             (["--profile", f"{d}/none.json", "--bandwidth", "1gbit"], "none.json"),
             (["--profile", trace, "--bandwidth", "1gbit"], "not a distml profile"),
-            (["--profile", profile, "--bandwidth", "1gbit", "--set", "strategy.name=gossip"],
-             'strategy.name = "gossip" is not simulated yet'),
+            (["--profile", profile, "--bandwidth", "1gbit", "--set", "strategy.name=ps",
+              "--hosts", "3", "--set", "compress.name=fp16"],
+             'compress.name = "fp16" is simulated with strategy "allreduce"'),
+            (["--profile", profile, "--bandwidth", "1gbit", "--set", "strategy.name=zero"],
+             'strategy.name = "zero" is not simulated yet'),
+            (["--profile", profile, "--bandwidth", "1gbit", "--hosts", "16",
+              "--set", "strategy.name=easgd"],
+             "--hosts 16 with --ranks-per-host 1: "),
             (["--profile", profile, "--bandwidth", "1gbit", "--set", "strategy.name=ps"],
              "--hosts 1 with --ranks-per-host 1: strategy.servers = 1 must leave"),
             (["--profile", profile, "--bandwidth", "1gbit", "--set", "parallel.pipeline_stages=2",

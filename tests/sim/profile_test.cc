@@ -20,7 +20,7 @@ Profile sample() {
   p.backward_s = 4e-3;
   p.optimizer_s = 5e-4;
   p.step_s = 7e-3;
-  p.parameters = {{"conv1.weight", 600, 4e-3}, {"fc3.bias", 40, 1e-3}};
+  p.parameters = {{"conv1.weight", 600, 4e-3, {6, 1, 5, 5}}, {"fc3.bias", 40, 1e-3}};
   p.layer_names = {"conv1", "fc3"};
   p.layers = {{16, {{1e-3, 2e-3, 4096, 600, 1e-5, 1e-6}, {2e-4, 3e-4, 40, 40, 1e-6, 1e-7}}},
               {64, {{4e-3, 8e-3, 16384, 600, 1e-5, 1e-6}, {6e-4, 9e-4, 160, 40, 1e-6, 1e-7}}}};
@@ -53,6 +53,9 @@ TEST(Profile, NamesTheKeyThatIsMissingOrWrong) {
   j = profile_json(sample());
   j["parameters"][1]["bytes"] = -4;
   EXPECT_EQ(error_of(j), "p.json: parameters[1]: \"bytes\" is negative (-4)");
+  j = profile_json(sample());
+  j["parameters"][0]["shape"] = {6, -1};
+  EXPECT_EQ(error_of(j), "p.json: parameters[0]: \"shape\" is [6,-1], not a list of sizes");
   j = profile_json(sample());
   j["version"] = 2;
   EXPECT_EQ(error_of(j), "p.json: profile version 2; this distml reads version 1");

@@ -74,6 +74,32 @@ TEST(Replay, WithoutOverlapEveryBucketWaitsForBackward) {
   EXPECT_TIME(p.step_s, 0.009 + 0.003 + 0.004 + 0.006 + 0.0005);
 }
 
+TEST(Replay, CompressedBucketsFollowBackwardWithTheirArithmeticAndCollectives) {
+  // Over gloo, whose automatic all-reduce of a few bytes is the binomial tree: on 2 hosts
+  // 2 (alpha + S / beta). Bucket 0 (fc2) all-gathers 10 bytes (a ring of 2: one step, 1.1 ms)
+  // after 1 ms of arithmetic and 0.5 ms decoding the other rank's; bucket 1 all-reduces 20
+  // then 30 bytes (2.4 + 2.6 ms) after 2 ms; bucket 2 all-reduces 40 (2.8 ms); then the
+  // flags, a float32 per bucket (12 bytes, 2.24 ms). From backward's end at 9 ms: 9 + 1.5 +
+  // 1.1 = 11.6, + 2 + 5 = 18.6, + 2.8 = 21.4, + 2.24 = 23.64; the optimizer's 0.5 ms after.
+  auto options = ring_options();
+  options.engine = "gloo";
+  options.flag_bytes = 4;
+  options.compressed = {
+      {{{true, 10}}, 0.001, 0.0005}, {{{false, 20}, {false, 30}}, 0.002, 0}, {{{false, 40}}, 0, 0}};
+  const auto p = predict_allreduce_step(toy(), options, two_hosts());
+  ASSERT_EQ(p.buckets.size(), 4u);
+  const double want[4][3] = {
+      {10, 0.009, 0.0116}, {50, 0.0116, 0.0186}, {40, 0.0186, 0.0214}, {12, 0.0214, 0.02364}};
+  for (int b = 0; b < 4; ++b) {
+    SCOPED_TRACE(b);
+    EXPECT_EQ(p.buckets[b].bytes, want[b][0]);
+    EXPECT_TIME(p.buckets[b].start_s, want[b][1]);
+    EXPECT_TIME(p.buckets[b].end_s, want[b][2]);
+  }
+  EXPECT_TIME(p.step_s, 0.02414);
+  EXPECT_EQ(p.bytes_per_link, 112);  // each host sends every collective's bytes once
+}
+
 TEST(Replay, OneRankOnlyComputes) {
   Cluster one;
   const auto p = predict_allreduce_step(toy(), ring_options(), one);

@@ -362,6 +362,27 @@ TEST(Compress, APackedPushUnpacksToWhatTheWorkerSent) {
     }
 }
 
+// What the simulator replays (wire()) is what reduce() sends: the same bytes, each compressor,
+// with and without error feedback, on 3 ranks.
+TEST(Compress, WireNamesTheBytesReduceSends) {
+  const std::int64_t rows = 24, cols = 10;
+  const BucketLayout layout{{0, rows * cols}, {{rows, cols}, {cols}}, rows * cols + cols};
+  for (const char* name :
+       {"fp16", "bf16", "topk", "randomk", "qsgd", "natural", "sign", "powersgd"})
+    for (bool error_feedback : {false, true}) {
+      auto o = options(name, error_feedback);
+      o.ratio = 0.1;
+      o.rank = 2;
+      const auto reduced = reduce_on(3, o, layout, [&](int rank) {
+        return seeded_randn(layout.elements, 20 + static_cast<std::uint64_t>(rank));
+      });
+      std::size_t wire_bytes = 0;
+      for (const auto& w : make_compressor(o, {layout})->wire(0, layout.elements))
+        wire_bytes += w.bytes;
+      EXPECT_EQ(reduced[0].bytes_sent, wire_bytes) << name << (error_feedback ? " with ef" : "");
+    }
+}
+
 TEST(Compress, PowerSgdPushIsExactOnMatricesOfItsRank) {
   const std::int64_t rows = 30, cols = 20, rank = 3;
   const BucketLayout layout{{0}, {{rows, cols}}, rows * cols};

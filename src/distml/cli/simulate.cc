@@ -8,11 +8,14 @@
 
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
+#include "distml/sim/compression.h"
 #include "distml/sim/data_parallel.h"
+#include "distml/sim/gossip.h"
 #include "distml/sim/local_sgd.h"
 #include "distml/sim/parameter_server.h"
 #include "distml/sim/pipeline.h"
 #include "distml/train/config.h"
+#include "distml/train/strategies/gossip_strategy.h"
 #include "distml/train/strategy_factory.h"
 #include "link_fit.h"
 #include "netns_cluster.h"
@@ -77,8 +80,11 @@ double parse_duration_s(const std::string& text, const std::string& what) {
 std::string strategy_label(const train::TrainConfig& c) {
   if (c.parallel.pipeline_stages > 1)
     return cat("pipeline ", c.parallel.pipeline_stages, " stages ", c.parallel.schedule);
+  if (c.compress.name != "none") return cat(c.strategy.name, " ", c.compress.name);
   if (c.strategy.name == "ps") return cat("ps ", c.strategy.mode);
   if (c.strategy.name == "local_sgd") return cat("local_sgd H=", c.strategy.period);
+  if (c.strategy.name == "easgd") return cat("easgd tau=", c.strategy.period);
+  if (c.strategy.name == "gossip") return cat("gossip ", c.strategy.topology);
   return c.strategy.name;
 }
 
@@ -99,9 +105,10 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
                     const std::string& engine, int steps) {
   if (c.parallel.tensor > 1)
     throw UsageError("distml simulate: parallel.tensor > 1 is not simulated yet");
-  if (c.compress.name != "none")
-    throw UsageError(
-        cat("distml simulate: compress.name = \"", c.compress.name, "\" is not simulated yet"));
+  if (c.compress.name != "none" &&
+      (c.strategy.name != "allreduce" || c.parallel.pipeline_stages > 1))
+    throw UsageError(cat("distml simulate: compress.name = \"", c.compress.name,
+                         "\" is simulated with strategy \"allreduce\" (no pipeline) only"));
   if (c.train.slow_rank >= 0 && c.strategy.name != "ps" && c.parallel.pipeline_stages == 1)
     throw UsageError(
         cat("distml simulate: train.slow_rank is simulated with strategy \"ps\" and with "
@@ -138,6 +145,15 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
     o.first_bucket_bytes = static_cast<double>(run.first_bucket_bytes);
     o.bucket_bytes = static_cast<double>(run.bucket_bytes);
     if (!run.find_unused_parameters) o.flag_bytes = profile.dtype == "float64" ? 8 : 4;
+    if (c.compress.name != "none") {  // the run's compressor, timed here
+      auto compress = c.compress;
+      compress.seed = c.train.seed;
+      try {
+        o.compressed = sim::measure_compression(profile, o, compress);
+      } catch (const ConfigError& e) {
+        throw UsageError(cat("distml simulate: ", e.what()));
+      }
+    }
     return [profile, o](const sim::Cluster& cluster) {
       return sim::predict_allreduce_step(profile, o, cluster);
     };
@@ -150,17 +166,34 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
       return sim::predict_ps_step(profile, o, cluster);
     };
   }
-  if (c.strategy.name == "local_sgd" && !c.strategy.average_optimizer_state) {
-    const sim::LocalSgdOptions o{engine, c.strategy.period};
-    return [profile, o](const sim::Cluster& cluster) {
+  const bool averages_models = c.strategy.name == "local_sgd" ||
+                               c.strategy.name == "post_local_sgd" ||
+                               (c.strategy.name == "easgd" && !c.strategy.asynchronous);
+  if (averages_models && !c.strategy.average_optimizer_state) {
+    // Local SGD's average every strategy.period steps; post-local SGD after its warm-up (the
+    // steady state: the warm-up's steps are allreduce's); synchronous EASGD's all-reduce of
+    // the parameters every period steps, with the run's check of alpha on each cluster.
+    const sim::LocalSgdOptions o{engine, train::local_sgd_options(c.strategy).period};
+    const bool easgd = c.strategy.name == "easgd";
+    return [profile, o, c, easgd](const sim::Cluster& cluster) {
+      if (easgd) train::easgd_options(c, cluster.world());
       return sim::predict_local_sgd_step(profile, o, cluster);
+    };
+  }
+  if (c.strategy.name == "gossip") {
+    const std::string topology = c.strategy.topology;
+    train::parse_gossip_topology(topology);  // before any size
+    return [profile, topology](const sim::Cluster& cluster) {
+      return sim::predict_gossip_step(profile, topology, cluster);
     };
   }
   throw UsageError(
       cat("distml simulate: strategy.name = \"", c.strategy.name, "\"",
-          c.strategy.name == "local_sgd" ? " with strategy.average_optimizer_state" : "",
-          " is not simulated yet; \"allreduce\", \"local_sgd\" and \"ps\" are "
-          "(docs/simulator.md)"));
+          averages_models              ? " with strategy.average_optimizer_state"
+          : c.strategy.name == "easgd" ? " with strategy.asynchronous"
+                                       : "",
+          " is not simulated yet; \"allreduce\", \"local_sgd\", \"post_local_sgd\", \"easgd\", "
+          "\"gossip\" and \"ps\" are (docs/simulator.md)"));
 }
 
 void run(const SimulateOptions& o) {

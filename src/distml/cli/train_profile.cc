@@ -97,7 +97,8 @@ sim::Profile measure_profile(Timeline& timeline, const train::TrainConfig& confi
     const auto& t = tensors.parameters[i];
     if (t.requires_grad())
       p.parameters.push_back({tensors.parameter_names[i],
-                              static_cast<double>(t.numel() * t.element_size()), p.backward_s});
+                              static_cast<double>(t.numel() * t.element_size()), p.backward_s,
+                              t.sizes().vec()});
   }
   std::vector<nn::Layer> layers;
   try {
@@ -114,11 +115,11 @@ sim::Profile measure_profile(Timeline& timeline, const train::TrainConfig& confi
       const std::int64_t rows = (batch + parts - 1) / parts;
       if (!p.layers.empty() && p.layers.back().rows == rows) continue;
       const auto sample = train::rows_of(data.train, 0, rows);
-      p.layers.push_back({rows, train::pipeline::profile_layers(
-                                    layers, tensors, objective.model_input(sample),
-                                    [&](const torch::Tensor& out) {
-                                      return objective.mean_loss_of(out, sample);
-                                    })});
+      p.layers.push_back(
+          {rows, train::pipeline::profile_layers(layers, tensors, objective.model_input(sample),
+                                                 [&](const torch::Tensor& out) {
+                                                   return objective.mean_loss_of(out, sample);
+                                                 })});
     }
     for (const auto& l : layers) p.layer_names.push_back(l.name);
     const auto ready = layer_ready_s(p.layers.back().costs, p.backward_s);

@@ -124,4 +124,14 @@ std::vector<Round> allreduce_rounds(comm::Algorithm algorithm, std::string_view 
   }
 }
 
+std::vector<Round> allgather_rounds(double bytes, const Cluster& cluster) {
+  const int world = cluster.world();
+  if (world < 2) return {};
+  std::vector<int> ranks(world);
+  for (int r = 0; r < world; ++r) ranks[r] = r;
+  Round round = ring_round(ranks, bytes);
+  round.repeat = world - 1;
+  return {round};
+}
+
 }  // namespace distml::sim

@@ -27,4 +27,9 @@ namespace distml::sim {
 std::vector<Round> allreduce_rounds(comm::Algorithm algorithm, std::string_view engine,
                                     double bytes, const Cluster& cluster);
 
+/// The rounds of an all-gather of `bytes` from every rank: a ring of n - 1 steps, each rank
+/// passing one rank's `bytes` to the next (ring_allgather.cc; the engines' own are taken to be
+/// rings too).
+std::vector<Round> allgather_rounds(double bytes, const Cluster& cluster);
+
 }  // namespace distml::sim

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "distml/comm/auto_policy.h"
+#include "distml/core/error.h"
 #include "distml/sim/collectives.h"
 #include "distml/train/bucket_planner.h"
 
@@ -43,24 +44,66 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
   StepPrediction out;
   out.batches = cluster.world();
   std::vector<std::vector<Round>> rounds;
+  std::vector<double> arithmetic;  // before each bucket's rounds: a compressor's
   Traffic traffic;
-  for (const auto& bucket : plan.buckets) {
+  const bool compressing = !options.compressed.empty();
+  DML_CHECK(!compressing || options.compressed.size() == plan.buckets.size(),
+            "simulated compression: ", options.compressed.size(), " buckets for ",
+            plan.buckets.size());
+  auto add = [&](BucketReplay b, std::vector<Round> bucket_rounds, double before_s) {
+    for (const auto& round : bucket_rounds) traffic.add(round, cluster);
+    rounds.push_back(std::move(bucket_rounds));
+    arithmetic.push_back(before_s);
+    out.buckets.push_back(b);
+  };
+  // An all-reduce of `bytes` by the configured algorithm, or the run's automatic choice.
+  auto algorithm_for = [&](double bytes, comm::Algorithm configured) {
+    return configured != comm::Algorithm::automatic
+               ? configured
+               : comm::auto_allreduce_algorithm(options.engine, cluster.world(),
+                                                static_cast<std::size_t>(bytes), cluster.hosts,
+                                                cluster.ranks_per_host);
+  };
+  for (std::size_t k = 0; k < plan.buckets.size(); ++k) {
     BucketReplay b;
-    b.bytes = options.flag_bytes;
     double ready = 0;
-    for (auto i : bucket) {
+    for (auto i : plan.buckets[k]) {
       b.bytes += profile.parameters[i].bytes;
       ready = std::max(ready, profile.parameters[i].ready_s);
     }
-    b.ready_s = options.overlap ? backward_start + ready * slow : backward_end;
-    b.algorithm = options.algorithm != comm::Algorithm::automatic
-                      ? options.algorithm
-                      : comm::auto_allreduce_algorithm(options.engine, cluster.world(),
-                                                       static_cast<std::size_t>(b.bytes),
-                                                       cluster.hosts, cluster.ranks_per_host);
-    rounds.push_back(allreduce_rounds(b.algorithm, options.engine, b.bytes, cluster));
-    for (const auto& round : rounds.back()) traffic.add(round, cluster);
-    out.buckets.push_back(b);
+    if (!compressing) {
+      b.bytes += options.flag_bytes;
+      b.ready_s = options.overlap ? backward_start + ready * slow : backward_end;
+      b.algorithm = algorithm_for(b.bytes, options.algorithm);
+      add(b, allreduce_rounds(b.algorithm, options.engine, b.bytes, cluster), 0);
+      continue;
+    }
+    // The compressor's collectives take the communicator's automatic algorithm.
+    const auto& c = options.compressed[k];
+    std::vector<Round> wire;
+    bool gathered = false;
+    b.bytes = 0;
+    for (const auto& collective : c.collectives) {
+      gathered = gathered || collective.gathered;
+      b.bytes += collective.bytes;
+      b.algorithm = collective.gathered
+                        ? comm::Algorithm::ring
+                        : algorithm_for(collective.bytes, comm::Algorithm::automatic);
+      const auto r = collective.gathered
+                         ? allgather_rounds(collective.bytes, cluster)
+                         : allreduce_rounds(b.algorithm, options.engine, collective.bytes, cluster);
+      wire.insert(wire.end(), r.begin(), r.end());
+    }
+    b.ready_s = backward_end;
+    const double decodes = gathered ? cluster.world() - 1 : 0;
+    add(b, std::move(wire), (c.reduce_s + decodes * c.decode_s) * slow);
+  }
+  if (compressing && options.flag_bytes > 0) {  // the flags, a float32 per bucket
+    BucketReplay flags;
+    flags.bytes = 4.0 * static_cast<double>(plan.buckets.size());
+    flags.ready_s = backward_end;
+    flags.algorithm = algorithm_for(flags.bytes, comm::Algorithm::automatic);
+    add(flags, allreduce_rounds(flags.algorithm, options.engine, flags.bytes, cluster), 0);
   }
   // The steps one after another, from links at rest, until a step leaves the links as it found
   // them: with a burst, each step's links hold what the previous left them (Links); without,
@@ -74,8 +117,9 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     for (std::size_t k = 0; k < out.buckets.size(); ++k) {
       auto& b = out.buckets[k];
       b.start_s = std::max(b.ready_s, free_at);
-      links.idle(step_start + b.start_s - links_busy_until);
-      b.end_s = b.start_s + links.send(rounds[k]);
+      const double sending_s = b.start_s + arithmetic[k];
+      links.idle(step_start + sending_s - links_busy_until);
+      b.end_s = sending_s + links.send(rounds[k]);
       free_at = b.end_s;
       links_busy_until = step_start + b.end_s;
       out.comm_s += b.end_s - b.start_s;

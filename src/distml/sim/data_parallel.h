@@ -13,6 +13,10 @@
 //     are replayed one after another until one takes what the one before took;
 //  5. the optimizer steps when backward and the last all-reduce are done; the step's
 //     bookkeeping outside the recorded phases (Profile::other_s) follows.
+// With a compressor (AllreduceOptions::compressed, sim/compression.h) the run reduces after
+// backward, bucket by bucket and blocking: each bucket then costs its compressor's arithmetic
+// and its collectives (all-reduces of what averages element-wise, all-gathers of the rest),
+// and the buckets' flags follow in one all-reduce of their own.
 // All ranks do the same, so one rank's timeline is the step's.
 #pragma once
 
@@ -25,6 +29,17 @@
 
 namespace distml::sim {
 
+/// A bucket's reduction through a compressor (sim/compression.h).
+struct CompressedBucket {
+  struct Collective {
+    bool gathered = false;  // all-gathered (each rank's `bytes`), or all-reduced
+    double bytes = 0;
+  };
+  std::vector<Collective> collectives;  // in order
+  double reduce_s = 0;                  // its arithmetic on one rank alone (encode, decode)
+  double decode_s = 0;                  // one other rank's payload decoded, when gathered
+};
+
 struct AllreduceOptions {
   std::string engine = "gloo";
   comm::Algorithm algorithm = comm::Algorithm::automatic;
@@ -33,6 +48,7 @@ struct AllreduceOptions {
   // Added to every bucket: the strategy's flag that each rank's parameters all had gradients
   // (train/strategies/gradient_buckets.h), one element, unless find_unused_parameters.
   double flag_bytes = 0;
+  std::vector<CompressedBucket> compressed{};  // one per bucket; empty: no compression
 };
 
 struct BucketReplay {

@@ -29,6 +29,17 @@ T field(const nlohmann::json& object, const std::string& key, const std::string&
   return v;
 }
 
+// A parameter's optional "shape": a list of sizes.
+std::vector<std::int64_t> read_shape(const nlohmann::json& shape, const std::string& where) {
+  std::vector<std::int64_t> out;
+  for (const auto& d : shape.is_array() ? shape : nlohmann::json::array({-1})) {
+    if (!d.is_number_integer() || d.get<std::int64_t>() < 0)
+      throw DataError(cat(where, ": \"shape\" is ", shape.dump(), ", not a list of sizes"));
+    out.push_back(d.get<std::int64_t>());
+  }
+  return out;
+}
+
 // The optional "layer_names" and "layers" (rows ascending, a cost per name at each).
 void read_layers(const nlohmann::json& j, const std::string& where, Profile& p) {
   if (!j.contains("layers")) return;
@@ -47,8 +58,8 @@ void read_layers(const nlohmann::json& j, const std::string& where, Profile& p) 
       throw DataError(cat(at, ": \"rows\" must be at least 1 and ascending"));
     if (!measured.contains("costs") || !measured.at("costs").is_array() ||
         measured.at("costs").size() != p.layer_names.size())
-      throw DataError(cat(at, ": expected \"costs\", one per layer name (",
-                          p.layer_names.size(), ")"));
+      throw DataError(
+          cat(at, ": expected \"costs\", one per layer name (", p.layer_names.size(), ")"));
     int k = 0;
     for (const auto& c : measured.at("costs")) {
       const std::string in = cat(at, ": costs[", k++, "]");
@@ -89,8 +100,10 @@ std::vector<train::pipeline::LayerCost> Profile::layers_at(std::int64_t rows) co
 
 nlohmann::json profile_json(const Profile& p) {
   nlohmann::json parameters = nlohmann::json::array();
-  for (const auto& q : p.parameters)
+  for (const auto& q : p.parameters) {
     parameters.push_back({{"name", q.name}, {"bytes", q.bytes}, {"ready_s", q.ready_s}});
+    if (!q.shape.empty()) parameters.back()["shape"] = q.shape;
+  }
   nlohmann::json layers = nlohmann::json::array();
   for (const auto& at : p.layers) {
     nlohmann::json costs = nlohmann::json::array();
@@ -149,6 +162,7 @@ Profile profile_from_json(const nlohmann::json& j, const std::string& where) {
     const std::string at = cat(where, ": parameters[", i++, "]");
     p.parameters.push_back({field<std::string>(q, "name", at), field<double>(q, "bytes", at),
                             field<double>(q, "ready_s", at)});
+    if (q.contains("shape")) p.parameters.back().shape = read_shape(q.at("shape"), at);
   }
   read_layers(j, where, p);
   return p;

@@ -16,8 +16,9 @@ namespace distml::sim {
 
 struct ParameterProfile {
   std::string name;
-  double bytes = 0;    // its gradient
-  double ready_s = 0;  // after backward starts
+  double bytes = 0;                   // its gradient
+  double ready_s = 0;                 // after backward starts
+  std::vector<std::int64_t> shape{};  // optional (PowerSGD's matrices); empty: not recorded
 };
 
 /// The model's layers measured on micro-batches of `rows` samples (train/pipeline/profile.h).

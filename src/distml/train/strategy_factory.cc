@@ -14,7 +14,6 @@
 #include "distml/train/strategies/zero_strategy.h"
 
 namespace distml::train {
-namespace {
 
 LocalSgdOptions local_sgd_options(const StrategyConfig& c) {
   return {.period = c.period, .average_optimizer_state = c.average_optimizer_state};
@@ -31,6 +30,7 @@ EasgdOptions easgd_options(const TrainConfig& config, int world) {
   return {.period = c.period, .alpha = c.alpha};
 }
 
+namespace {
 
 // The tables' rows take plain SGD, the one update a row exchange makes exactly (see the header).
 HybridStrategyOptions hybrid_options(const TrainConfig& config) {

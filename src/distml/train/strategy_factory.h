@@ -6,16 +6,20 @@
 #include "distml/comm/communicator.h"
 #include "distml/train/config.h"
 #include "distml/train/strategies/allreduce_strategy.h"
+#include "distml/train/strategies/easgd_strategy.h"
+#include "distml/train/strategies/local_sgd_strategy.h"
 #include "distml/train/strategies/ps_strategy.h"
 #include "distml/train/strategy.h"
 
 namespace distml::train {
 
-/// The options the strategies "allreduce" and "ps" are built with: the simulator
-/// (src/distml/sim/) takes its decisions from them too. ps_options: ConfigError for keys
-/// the parameter server refuses.
+/// The options the strategies are built with: the simulator (src/distml/sim/) takes its
+/// decisions from them too. ps_options: ConfigError for keys the parameter server refuses;
+/// easgd_options (synchronous EASGD) for an alpha that overshoots on `world` ranks.
 AllreduceStrategyOptions allreduce_options(const StrategyConfig& c);
 PsStrategyOptions ps_options(const TrainConfig& config);
+LocalSgdOptions local_sgd_options(const StrategyConfig& c);
+EasgdOptions easgd_options(const TrainConfig& config, int world);
 
 /// ConfigError when the strategy's keys do not fit this run (world size, other keys).
 std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communicator& comm);

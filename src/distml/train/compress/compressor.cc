@@ -45,6 +45,9 @@ class ErrorFeedback final : public Compressor {
   std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) override {
     return inner_->packed_bytes(bucket, elements);
   }
+  std::vector<WireStep> wire(std::size_t bucket, std::int64_t elements) override {
+    return inner_->wire(bucket, elements);
+  }
 
   std::string save_state() const override {
     torch::serialize::OutputArchive archive;
@@ -133,6 +136,13 @@ const PayloadCompressor::Payload& PayloadCompressor::shapes_for(std::int64_t ele
 
 std::size_t PayloadCompressor::packed_bytes(std::size_t, std::int64_t elements) {
   return sizeof(std::uint64_t) + bytes_of(shapes_for(elements));
+}
+
+std::vector<WireStep> PayloadCompressor::wire(std::size_t, std::int64_t elements) {
+  std::vector<WireStep> steps;
+  for (const auto& t : shapes_for(elements))
+    steps.push_back({!summable(), static_cast<std::size_t>(t.numel() * t.element_size())});
+  return steps;
 }
 
 Packed PayloadCompressor::pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step,

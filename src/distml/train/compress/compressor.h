@@ -53,6 +53,13 @@ struct Packed {
   torch::Tensor sent;   // what unpack() will make of them
 };
 
+/// One of the collectives reduce() makes, in order: an all-reduce or an all-gather of `bytes`
+/// from each rank. The simulator replays them (sim/compression.h).
+struct WireStep {
+  bool gathered = false;
+  std::size_t bytes = 0;
+};
+
 /// One bucket's reduction.
 struct Reduced {
   torch::Tensor average;  // the approximate mean over ranks, laid out like the input
@@ -75,6 +82,8 @@ class Compressor {
                                std::int64_t elements) = 0;
   /// How many bytes pack() makes of a bucket of `elements`: the same at every step.
   virtual std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) = 0;
+  /// The collectives reduce() makes for a bucket of `elements`: the same at every step.
+  virtual std::vector<WireStep> wire(std::size_t bucket, std::int64_t elements) = 0;
   /// What a resumed run needs to continue exactly (error feedback's residuals, PowerSGD's
   /// warm start), serialised; load_state takes what save_state returned.
   virtual std::string save_state() const { return {}; }
@@ -92,6 +101,8 @@ class PayloadCompressor : public Compressor {
   Packed pack(const torch::Tensor& grad, std::size_t bucket, std::int64_t step, int rank) final;
   torch::Tensor unpack(const torch::Tensor& bytes, std::size_t bucket, std::int64_t elements) final;
   std::size_t packed_bytes(std::size_t bucket, std::int64_t elements) final;
+  /// One collective per payload tensor.
+  std::vector<WireStep> wire(std::size_t bucket, std::int64_t elements) final;
 
  protected:
   /// `dtype`: the gradients' (what pack() and unpack() make payloads of).

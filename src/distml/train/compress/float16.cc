@@ -84,6 +84,14 @@ class HalfPrecision final : public Compressor {
     return sizeof(float) + static_cast<std::size_t>(elements) * 2;
   }
 
+  // fp16: the largest magnitude's all-reduce, then the values'.
+  std::vector<WireStep> wire(std::size_t, std::int64_t elements) override {
+    std::vector<WireStep> steps;
+    if (type_ == torch::kHalf) steps.push_back({false, sizeof(float)});
+    steps.push_back({false, static_cast<std::size_t>(elements) * 2});
+    return steps;
+  }
+
  private:
   torch::ScalarType type_;   // fp16 or bf16, what travels
   torch::ScalarType dtype_;  // the gradients'

@@ -148,6 +148,21 @@ class PowerSgd final : public Compressor {
     return static_cast<std::size_t>(values) * c10::elementSize(dtype_);
   }
 
+  // 1.'s all-reduce of the plain elements and every P, then 3.'s of every Q (none without
+  // matrices).
+  std::vector<WireStep> wire(std::size_t bucket, std::int64_t) override {
+    const BucketPlan& plan = plan_of(bucket);
+    std::int64_t first = plan.plain.numel(), second = 0;
+    for (const Matrix& mat : plan.matrices) {
+      first += mat.rows * mat.rank;
+      second += mat.cols * mat.rank;
+    }
+    const auto size = static_cast<std::int64_t>(c10::elementSize(dtype_));
+    std::vector<WireStep> steps = {{false, static_cast<std::size_t>(first * size)}};
+    if (second > 0) steps.push_back({false, static_cast<std::size_t>(second * size)});
+    return steps;
+  }
+
   std::string save_state() const override {
     torch::serialize::OutputArchive archive;
     for (std::size_t b = 0; b < q_.size(); ++b)
