@@ -28,6 +28,16 @@ def simulate(distml, *args, expect_rc=0):
     return p
 
 
+def run_and_simulate(distml, config, profile, ranks, sets):
+    """A run of `ranks` ranks over gloo with `sets`, and the simulator's prediction of it on as
+    many hosts: the run's done line and the prediction's line."""
+    done = distml_cli.run(distml, "--config", config, "--np", str(ranks), "--engine", "gloo",
+                          "--json", *sets)
+    out = simulate(distml, "--profile", profile, "--config", config, "--hosts", str(ranks),
+                   "--bandwidth", "1gbit", "--json", *sets)
+    return json.loads(done.stdout.splitlines()[-1]), json.loads(out.stdout.splitlines()[0])
+
+
 def bucket_bytes_of_run(trace_path):
     """Rank 0's bucket lanes, in order: each bucket's bytes, as its all-reduce spans say."""
     with open(trace_path) as f:
@@ -173,12 +183,8 @@ def main():
         # Compression: the simulator's compressor sends per step what the run's sent (top-k's
         # values and indices, all-gathered, then the flags), and PowerSGD reads the shapes.
         topk = ["--set", "compress.name=topk", "--set", "compress.ratio=0.01"]
-        done = distml_cli.run(distml, "--config", config, "--np", "2", "--engine", "gloo",
-                              "--json", *topk)
-        ran = json.loads(done.stdout.splitlines()[-1])
-        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "2",
-                       "--bandwidth", "1gbit", "--json", *topk)
-        sent = sum(b["bytes"] for b in json.loads(out.stdout.splitlines()[0])["buckets"])
+        ran, predicted = run_and_simulate(distml, config, profile, 2, topk)
+        sent = sum(b["bytes"] for b in predicted["buckets"])
         if sent * ran["steps"] != ran["bytes_sent"]:
             fail(f"top-k: the run sent {ran['bytes_sent']} bytes in {ran['steps']} steps, the "
                  f"simulator {sent} a step")
@@ -189,12 +195,8 @@ def main():
         # The parameter server: the simulator's shards are the run's (bytes per server), and
         # a worker pushes each step what the run's worker pushed.
         ps = ["--set", "strategy.name=ps", "--set", "strategy.servers=2"]
-        done = distml_cli.run(distml, "--config", config, "--np", "3", "--engine", "gloo",
-                              "--json", *ps)
-        ran = json.loads(done.stdout.splitlines()[-1])
-        out = simulate(distml, "--profile", profile, "--config", config, "--hosts", "3",
-                       "--bandwidth", "1gbit", "--json", *ps)
-        buckets = json.loads(out.stdout.splitlines()[0])["buckets"]
+        ran, predicted = run_and_simulate(distml, config, profile, 3, ps)
+        buckets = predicted["buckets"]
         shards = [sum(b["bytes"] for b in buckets if b["server"] == rank) for rank in (1, 2)]
         if shards != ran["server_bytes"]:
             fail(f"shards simulated {shards} bytes, the run's {ran['server_bytes']}")

@@ -37,7 +37,8 @@ const char* const kRlDescription =
 const char* const kSimulateDescription =
     "Predict a training step on clusters larger than this machine from a profile (distml "
     "train --profile FILE), replaying the strategy's own decisions (buckets, all-reduce "
-    "algorithm, overlap) on hosts joined by links of the given bandwidth and latency.\n"
+    "algorithm, overlap, shards, periods, topology, compressor, pipeline schedule) on hosts "
+    "joined by links of the given bandwidth and latency (or fitted by --link-from).\n"
     "Example: distml simulate --profile lenet.json --hosts 1,2,4,8 --ranks-per-host 4 "
     "--bandwidth 10gbit --latency 20us\nSee docs/simulator.md.";
 
