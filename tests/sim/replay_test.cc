@@ -1,6 +1,8 @@
 // A data-parallel step replayed from a profile against its timeline worked out by hand.
 #include <gtest/gtest.h>
 
+#include <tuple>
+
 #include "distml/sim/data_parallel.h"
 #include "distml/sim/local_sgd.h"
 
@@ -98,6 +100,27 @@ TEST(Replay, CompressedBucketsFollowBackwardWithTheirArithmeticAndCollectives) {
   }
   EXPECT_TIME(p.step_s, 0.02414);
   EXPECT_EQ(p.bytes_per_link, 112);  // each host sends every collective's bytes once
+}
+
+TEST(Replay, ZeroShardsTheUpdateAndGathersTheParameters) {
+  // 2 ranks: each bucket padded to 2 blocks of whole floats (100 bytes: 13 floats a block,
+  // 104 bytes; 200: 100 a block; 400: 200). Stage 2 reduce-scatters (a ring of 2: one step of
+  // a block, alpha + block / beta: 1.52, 2 and 3 ms) from the ready times 5, 7 and 9 ms: ends
+  // 6.52, 9, 12. Stage 1 all-reduces by the ring (2 alpha + S / beta: 3.04, 4, 6 ms): ends
+  // 8.04, 12.04, 18.04. Then the optimizer on half the parameters (0.25 ms) and the three
+  // blocks all-gathered (1.52 + 2 + 3 ms).
+  for (const auto [stage, synced, sent] :
+       {std::tuple{2, 0.012, 352 + 352}, std::tuple{1, 0.01804, 704 + 352}}) {
+    auto options = ring_options();
+    options.zero_stage = stage;
+    const auto p = predict_allreduce_step(toy(), options, two_hosts());
+    SCOPED_TRACE(stage);
+    ASSERT_EQ(p.buckets.size(), 3u);
+    EXPECT_EQ(p.buckets[0].bytes, 104);
+    EXPECT_TIME(p.buckets[2].end_s, synced);
+    EXPECT_TIME(p.step_s, synced + 0.00025 + 0.00652);
+    EXPECT_EQ(p.bytes_per_link, sent);
+  }
 }
 
 TEST(Replay, OneRankOnlyComputes) {

@@ -22,6 +22,7 @@
 #include "predict.h"
 #include "report.h"
 #include "rl.h"
+#include "run_profile.h"
 #include "simulate.h"
 #include "slurm.h"
 #include "torch_commands.h"
@@ -109,6 +110,7 @@ int main(int argc, char** argv) {
   distml::cli::add_plan_command(app, argc, argv);
   distml::cli::add_rl_command(app, argc, argv);
   distml::cli::add_simulate_command(app);
+  distml::cli::add_profile_command(app);
 #else
   distml::cli::list_torch_commands(app);
 #endif

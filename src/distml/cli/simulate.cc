@@ -137,10 +137,13 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
         cat("distml simulate: pipelines are simulated with strategy \"allreduce\" "
             "only, not \"",
             c.strategy.name, "\""));
-  if (c.strategy.name == "allreduce") {
+  if (c.strategy.name == "allreduce" || c.strategy.name == "zero") {
+    // ZeRO's buckets are the all-reduce strategy's (zero_strategy.h).
     const auto run = train::allreduce_options(c.strategy);
     sim::AllreduceOptions o;
     o.engine = engine;
+    if (c.strategy.name == "zero") o.zero_stage = static_cast<int>(c.strategy.stage);
+    o.element_bytes = profile.dtype == "float64" ? 8 : 4;
     o.algorithm = run.algorithm;
     o.first_bucket_bytes = static_cast<double>(run.first_bucket_bytes);
     o.bucket_bytes = static_cast<double>(run.bucket_bytes);
@@ -192,8 +195,8 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
           averages_models              ? " with strategy.average_optimizer_state"
           : c.strategy.name == "easgd" ? " with strategy.asynchronous"
                                        : "",
-          " is not simulated yet; \"allreduce\", \"local_sgd\", \"post_local_sgd\", \"easgd\", "
-          "\"gossip\" and \"ps\" are (docs/simulator.md)"));
+          " is not simulated yet; \"allreduce\", \"zero\", \"local_sgd\", \"post_local_sgd\", "
+          "\"easgd\", \"gossip\" and \"ps\" are (docs/simulator.md)"));
 }
 
 void run(const SimulateOptions& o) {

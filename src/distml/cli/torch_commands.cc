@@ -42,6 +42,12 @@ const char* const kSimulateDescription =
     "Example: distml simulate --profile lenet.json --hosts 1,2,4,8 --ranks-per-host 4 "
     "--bandwidth 10gbit --latency 20us\nSee docs/simulator.md.";
 
+const char* const kProfileDescription =
+    "Write the profile distml simulate reads from a finished run that kept its timeline "
+    "(distml train --run-dir DIR --timeline), as distml train --profile would have: the step's "
+    "phases from rank 0's timeline, the layers measured on this machine.\n"
+    "Example: distml profile runs/a --out a.json\nSee docs/simulator.md.";
+
 namespace {
 
 // The subcommands distml-torch runs, with their --help text.
@@ -49,7 +55,8 @@ const std::pair<std::string_view, const char*> kTorchCommands[] = {
     {"train", kTrainDescription},
     {"plan", kPlanDescription},
     {"rl", kRlDescription},
-    {"simulate", kSimulateDescription}};
+    {"simulate", kSimulateDescription},
+    {"profile", kProfileDescription}};
 
 }  // namespace
 

@@ -16,16 +16,20 @@ extern const char* const kTrainDescription;
 extern const char* const kPlanDescription;
 extern const char* const kRlDescription;
 extern const char* const kSimulateDescription;
+extern const char* const kProfileDescription;
 
-/// Whether argv needs distml-torch: argv[1] is train, plan, rl or simulate, or a subcommand other than
-/// launch runs on the gloo engine (--engine gloo, or DISTML_ENGINE=gloo without --engine).
+/// Whether argv needs distml-torch: argv[1] is train, plan, rl, simulate or profile, or a
+/// subcommand other than launch runs on the gloo engine (--engine gloo, or DISTML_ENGINE=gloo
+/// without
+/// --engine).
 bool needs_torch(int argc, char** argv);
 
 /// Runs distml-torch from distml's own folder with argv; returns only by throwing Error when
 /// it cannot.
 [[noreturn]] void run_torch_command(char** argv);
 
-/// Lists train, plan, rl and simulate in `app` (for --help); distml runs them with run_torch_command.
+/// Lists train, plan, rl, simulate and profile in `app` (for --help); distml runs them with
+/// run_torch_command.
 void list_torch_commands(CLI::App& app);
 
 }  // namespace distml::cli

@@ -53,7 +53,7 @@ std::string hex(std::uint64_t v) {
 }
 
 nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& data,
-                         const std::string& loss, int np) {
+                         const std::string& loss, int np, const std::string& engine) {
   nlohmann::json j = {{"event", "done"},
                       {"steps", r.steps},
                       {"global_step", r.global_step},
@@ -67,6 +67,7 @@ nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& dat
                       {"optimizer_state_bytes", r.optimizer_state_bytes},
                       {"param_checksum", hex(r.param_checksum)},
                       {"np", np},
+                      {"engine", engine},
                       {"restarts", restarts_so_far()},
                       {"wall_s", r.wall_s}};
   j.update(train::test_metrics(r.test, loss, data.kind));
@@ -200,7 +201,7 @@ void train_rank(const train::TrainConfig& config, const TrainOptions& o, comm::C
                        o.profile_path);
   printer->finish();
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const auto done = done_line(result, data, config.train.loss, comm.size());
+  const auto done = done_line(result, data, config.train.loss, comm.size(), o.engine);
   if (run_dir) run_dir->finish(done);
   if (o.json)
     std::cout << done.dump() << std::endl;

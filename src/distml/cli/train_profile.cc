@@ -1,9 +1,11 @@
 #include "train_profile.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <thread>
 
+#include "distml/core/error.h"
 #include "distml/nn/layers.h"
 #include "distml/train/model_setup.h"
 #include "distml/train/objective.h"
@@ -136,6 +138,40 @@ sim::Profile measure_profile(Timeline& timeline, const train::TrainConfig& confi
     }
   }
   return p;
+}
+
+void replay_main_lane(const nlohmann::json& trace, const std::string& source, Timeline& timeline,
+                      std::deque<std::string>& names) {
+  if (!trace.is_object() || !trace.contains("traceEvents") || !trace["traceEvents"].is_array())
+    throw DataError(cat(source, ": not a timeline (no \"traceEvents\" list)"));
+  const auto& events = trace["traceEvents"];
+  int main_tid = -1;
+  for (const auto& e : events)
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name" &&
+        e.value("pid", -1) == 0 && e.contains("args") && e["args"].value("name", "") == "main")
+      main_tid = e.value("tid", -1);
+  if (main_tid < 0) throw DataError(cat(source, ": no \"main\" lane of rank 0 in the timeline"));
+  struct Span {
+    std::string name;
+    std::int64_t start_ns, end_ns;
+  };
+  std::vector<Span> spans;
+  for (const auto& e : events) {
+    if (e.value("ph", "") != "X" || e.value("pid", -1) != 0 || e.value("tid", -1) != main_tid)
+      continue;
+    if (!e.contains("ts") || !e["ts"].is_number() || !e.contains("dur") || !e["dur"].is_number())
+      throw DataError(
+          cat(source, ": an event of rank 0's main lane without \"ts\" and \"dur\": ", e.dump()));
+    // Microseconds with three decimals: whole nanoseconds.
+    const auto start = std::llround(e["ts"].get<double>() * 1e3);
+    spans.push_back(
+        {e.value("name", ""), start, start + std::llround(e["dur"].get<double>() * 1e3)});
+  }
+  std::stable_sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.end_ns != b.end_ns ? a.end_ns < b.end_ns : a.start_ns > b.start_ns;
+  });
+  auto& lane = timeline.lane("main");
+  for (const auto& s : spans) lane.add_ns(names.emplace_back(s.name).c_str(), s.start_ns, s.end_ns);
 }
 
 }  // namespace distml::cli

@@ -8,8 +8,12 @@
 //     layer's gradients are ready after its own and the later layers' backward times, scaled
 //     so that they add up to the measured backward. A model that is not a sequence of layers
 //     (char_lstm) has them ready in proportion to the bytes of the gradients after them.
+//  A run's saved timeline converts into the same profile (`distml profile RUN_DIR`): its rank
+//  0's "main" lane, recorded again into a Timeline (replay_main_lane), gives the same phases.
 #pragma once
 
+#include <deque>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "distml/core/timeline.h"
@@ -21,5 +25,12 @@ namespace distml::cli {
 
 sim::Profile measure_profile(Timeline& timeline, const train::TrainConfig& config,
                              const train::TaskData& data, int world, const std::string& engine);
+
+/// The complete events of rank 0's "main" lane in `trace` (Chrome trace JSON, as --timeline
+/// writes it) recorded into `timeline`'s "main" lane in the order they ended, a span nested in
+/// another before it, as the run recorded them. `names` holds their names for as long as
+/// `timeline` lives. DataError naming `source` when the trace has no such lane.
+void replay_main_lane(const nlohmann::json& trace, const std::string& source, Timeline& timeline,
+                      std::deque<std::string>& names);
 
 }  // namespace distml::cli

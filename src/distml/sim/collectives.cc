@@ -124,14 +124,23 @@ std::vector<Round> allreduce_rounds(comm::Algorithm algorithm, std::string_view 
   }
 }
 
-std::vector<Round> allgather_rounds(double bytes, const Cluster& cluster) {
+// n - 1 steps of a ring, each rank passing `block_bytes` to the next.
+std::vector<Round> ring_pass(double block_bytes, const Cluster& cluster) {
   const int world = cluster.world();
   if (world < 2) return {};
   std::vector<int> ranks(world);
   for (int r = 0; r < world; ++r) ranks[r] = r;
-  Round round = ring_round(ranks, bytes);
+  Round round = ring_round(ranks, block_bytes);
   round.repeat = world - 1;
   return {round};
+}
+
+std::vector<Round> allgather_rounds(double bytes, const Cluster& cluster) {
+  return ring_pass(bytes, cluster);
+}
+
+std::vector<Round> reduce_scatter_rounds(double bytes, const Cluster& cluster) {
+  return ring_pass(bytes / cluster.world(), cluster);
 }
 
 }  // namespace distml::sim

@@ -32,4 +32,8 @@ std::vector<Round> allreduce_rounds(comm::Algorithm algorithm, std::string_view 
 /// rings too).
 std::vector<Round> allgather_rounds(double bytes, const Cluster& cluster);
 
+/// The rounds of a reduce-scatter of `bytes` into n blocks: a ring of n - 1 steps, each rank
+/// passing a block to the next (ring_reduce_scatter.cc: distml's own on every engine).
+std::vector<Round> reduce_scatter_rounds(double bytes, const Cluster& cluster);
+
 }  // namespace distml::sim

@@ -40,7 +40,12 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
   // Each bucket's bytes, ready time, algorithm and rounds: the same at every step.
   const double backward_start = (profile.data_s + profile.forward_s) * slow;
   const double backward_end = backward_start + profile.backward_s * slow;
-  const double after = (profile.optimizer_s + profile.other_s) * slow;
+  const int world = cluster.world();
+  const bool zero = options.zero_stage > 0;
+  // ZeRO's optimizer updates its 1/N, before the all-gather; the bookkeeping follows.
+  const double optimizer_s = profile.optimizer_s * slow / (zero ? world : 1);
+  const double other_s = profile.other_s * slow;
+  std::vector<Round> gather;  // ZeRO's all-gathers of the updated blocks, every bucket's
   StepPrediction out;
   out.batches = cluster.world();
   std::vector<std::vector<Round>> rounds;
@@ -74,6 +79,18 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     if (!compressing) {
       b.bytes += options.flag_bytes;
       b.ready_s = options.overlap ? backward_start + ready * slow : backward_end;
+      if (zero) {  // N equal blocks, the last padded
+        const double block =
+            std::ceil(b.bytes / options.element_bytes / world) * options.element_bytes;
+        b.bytes = block * world;
+        const auto g = allgather_rounds(block, cluster);
+        gather.insert(gather.end(), g.begin(), g.end());
+      }
+      if (options.zero_stage == 2) {
+        b.algorithm = comm::Algorithm::ring;
+        add(b, reduce_scatter_rounds(b.bytes, cluster), 0);
+        continue;
+      }
       b.algorithm = algorithm_for(b.bytes, options.algorithm);
       add(b, allreduce_rounds(b.algorithm, options.engine, b.bytes, cluster), 0);
       continue;
@@ -126,7 +143,16 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     }
     const double synced = std::max(backward_end, free_at);
     out.exposed_comm_s = synced - backward_end;
-    out.step_s = synced + after;
+    double updated = synced + optimizer_s;
+    if (!gather.empty()) {  // ZeRO: the parameters all-gathered, blocking
+      links.idle(step_start + updated - links_busy_until);
+      const double gather_s = links.send(gather);
+      links_busy_until = step_start + updated + gather_s;
+      updated += gather_s;
+      out.comm_s += gather_s;
+      out.exposed_comm_s += gather_s;
+    }
+    out.step_s = updated + other_s;
     if (cluster.burst_bytes <= 0 || out.buckets.empty()) break;
     // The links when the next step's first bucket starts, against this step's.
     const double next_first = step_start + out.step_s + out.buckets.front().start_s;
@@ -135,7 +161,8 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
     if (links.same_tokens(tokens_at_start)) break;
     step_start += out.step_s;
   }
-  out.compute_s = profile.compute_s() * slow;
+  out.compute_s = profile.compute_s() * slow - profile.optimizer_s * slow + optimizer_s;
+  for (const auto& round : gather) traffic.add(round, cluster);
   std::tie(out.busiest_host, out.bytes_per_link) = traffic.busiest();
   return out;
 }

@@ -17,6 +17,10 @@
 // backward, bucket by bucket and blocking: each bucket then costs its compressor's arithmetic
 // and its collectives (all-reduces of what averages element-wise, all-gathers of the rest),
 // and the buckets' flags follow in one all-reduce of their own.
+// ZeRO (AllreduceOptions::zero_stage, train/strategies/zero_strategy.h) pads each bucket to N
+// equal blocks; stage 1 all-reduces it, stage 2 reduce-scatters it (a ring: n - 1 steps of a
+// block); the optimizer updates 1/N of the parameters, and then every bucket's blocks are
+// all-gathered (a ring of n - 1 steps of a block), before the step's bookkeeping.
 // All ranks do the same, so one rank's timeline is the step's.
 #pragma once
 
@@ -49,6 +53,8 @@ struct AllreduceOptions {
   // (train/strategies/gradient_buckets.h), one element, unless find_unused_parameters.
   double flag_bytes = 0;
   std::vector<CompressedBucket> compressed{};  // one per bucket; empty: no compression
+  int zero_stage = 0;                          // 1 or 2: ZeRO's; 0: the all-reduce strategy
+  double element_bytes = 4;                    // of the gradients (ZeRO's blocks)
 };
 
 struct BucketReplay {

@@ -92,6 +92,19 @@ double cores_per_rank(comm::Communicator& world) {
   return share;
 }
 
+// Step 4: rank 0's learnt placement on every rank, so that every rank plans the same even
+// where their floating point differs (another CPU's kernels).
+std::vector<int> learnt_placement(int layers, int stages, const rl::PlacementTime& step_s,
+                                  std::uint64_t seed, comm::Communicator& world) {
+  std::vector<std::int64_t> counts(stages);
+  if (world.rank() == 0) {
+    const auto learnt = rl::search_placement(layers, stages, step_s, {.seed = seed});
+    std::copy(learnt.counts.begin(), learnt.counts.end(), counts.begin());
+  }
+  world.broadcast(comm::Buffer{counts.data(), counts.size(), comm::DType::i64}, 0);
+  return {counts.begin(), counts.end()};
+}
+
 }  // namespace
 
 Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicator& world,
@@ -187,11 +200,9 @@ Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicat
       g.samples_per_s = g.replicas * batch / g.step_s;
       add(g);
       if (options.search == "rl" && s > 1) {
-        const auto learnt =
-            rl::search_placement(static_cast<int>(layers.size()), s, simulated,
-                                 {.seed = static_cast<std::uint64_t>(config.train.seed)});
-        g.counts = learnt.counts;
-        g.step_s = learnt.step_s;
+        g.counts = learnt_placement(static_cast<int>(layers.size()), s, simulated,
+                                    static_cast<std::uint64_t>(config.train.seed), world);
+        g.step_s = simulated(g.counts);
         g.samples_per_s = g.replicas * batch / g.step_s;
         g.search = "rl";
         add(g);

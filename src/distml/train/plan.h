@@ -22,7 +22,7 @@
 //     (the dynamic programming of step 3 still assumes equal ranks: its plan is the
 //     equal-rank one). With search = "rl", each grid also gets the placement that REINFORCE
 //     learns with the simulation as its reward (rl/placement_search.h), a candidate of its
-//     own.
+//     own: rank 0 learns it and every rank takes rank 0's.
 // Tensor parallelism is not planned (parallel.tensor stays 1).
 #pragma once
 
