@@ -41,6 +41,19 @@ set(DISTML_TESTS_AGAINST_A_DEADLINE
     "^mpi\\.faults\\."
     "^rl\\.(LostActor|ExecEnv)$")
 
+# The longest of the others (25 s and more each, measured from a fresh clone): COST 500, so that
+# they start right after the deadline tests and run beside them, instead of one of them
+# starting last and leaving a core idle at the end (50-60 s of 800 before).
+set(DISTML_LONG_TESTS
+    "^cli\\.DocsCommandsRunAsShown$"
+    "^cli\\.rl\\.(gloo|local|mpi)\\.np[23]$"
+    "^cli\\.train\\.(PipelineMpi|StrategiesGlooFourRanks)$"
+    "^cli\\.SimulateFromTheProfileOfARun$"
+    "^cli\\.FirstHourMistakesGetOneClearError$"
+    "^cli\\.fit\\.gloo\\.np3$"
+    "^cli\\.CustomLoopBuildsAgainstTheInstalledPackage$"
+    "^ml\\.sklearn_compare$")
+
 # On emulated hosts (RESOURCE_LOCK netns: never two at once): tests that make network
 # namespaces and check that none of theirs is left, counting every namespace of distml's.
 set(DISTML_TESTS_ON_EMULATED_HOSTS
@@ -61,6 +74,12 @@ function(distml_test_resources_for name)
     if(name MATCHES "${pattern}")
       list(APPEND locks deadline)
       list(APPEND props COST 1000)
+      break()
+    endif()
+  endforeach()
+  foreach(pattern IN LISTS DISTML_LONG_TESTS)
+    if(name MATCHES "${pattern}" AND NOT locks)
+      list(APPEND props COST 500)
       break()
     endif()
   endforeach()
