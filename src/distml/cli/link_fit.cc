@@ -23,15 +23,13 @@ FittedLink fit_link(const std::string& path) {
     }
     // The done line ("event") names the op too.
     if (!row.is_object() || row.contains("event") || row.value("op", "") != "sendrecv") continue;
-    try {
-      const auto bytes = row.at("bytes").get<std::int64_t>();
-      const double s = row.at("time_us").get<double>() * 1e-6;
-      if (bytes < 1 || !(s > 0)) throw ConfigError("");
-      seconds[bytes] = s;
-    } catch (const std::exception&) {
+    const auto bytes = row.value("bytes", nlohmann::json());
+    const auto time_us = row.value("time_us", nlohmann::json());
+    if (!bytes.is_number_integer() || bytes.get<std::int64_t>() < 1 || !time_us.is_number() ||
+        !(time_us.get<double>() > 0))
       throw ConfigError(
           cat(path, ":", number, ": a sendrecv row needs \"bytes\" >= 1 and \"time_us\" > 0"));
-    }
+    seconds[bytes.get<std::int64_t>()] = time_us.get<double>() * 1e-6;
   }
   if (seconds.size() < 2)
     throw ConfigError(cat(path,

@@ -3,13 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "distml/core/error.h"
 #include "distml/train/config.h"
 #include "distml/train/task_data.h"
 #include "run_dir.h"
+#include "run_record.h"
 #include "torch_commands.h"
 #include "train_profile.h"
 
@@ -20,16 +20,6 @@ struct ProfileOptions {
   std::string run_dir, out;
 };
 
-nlohmann::json json_file(const std::filesystem::path& path, const char* made_by) {
-  std::ifstream in(path);
-  if (!in) throw DataError(cat(path.string(), ": cannot read it (", made_by, ")"));
-  try {
-    return nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(cat(path.string(), ": not valid JSON: ", e.what()));
-  }
-}
-
 void run(const ProfileOptions& o) {
   const std::filesystem::path dir(o.run_dir);
   const auto config = train::load_config((dir / kRunConfigFile).string());
@@ -37,13 +27,13 @@ void run(const ProfileOptions& o) {
     throw UsageError(cat(o.run_dir,
                          ": a profile is of a data-parallel step; a pipeline or tensor-parallel "
                          "run is measured by distml plan"));
-  const auto done = json_file(dir / kRunDoneFile, "a finished distml train --run-dir");
+  const auto done = parse_json_file(dir / kRunDoneFile);
   if (!done.contains("np") || !done["np"].is_number_integer() || !done.contains("engine") ||
       !done["engine"].is_string())
     throw DataError(cat((dir / kRunDoneFile).string(),
                         ": expected a train run's done line with \"np\" and \"engine\""));
   const std::string trace_path = (dir / kRunTimelineFile).string();
-  const auto trace = json_file(trace_path, "distml train --run-dir DIR --timeline writes it");
+  const auto trace = parse_json_file(trace_path);
   Timeline timeline(0);
   std::deque<std::string> names;
   replay_main_lane(trace, trace_path, timeline, names);

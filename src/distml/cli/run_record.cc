@@ -26,14 +26,6 @@ std::string read_text(const fs::path& path) {
   return text.str();
 }
 
-nlohmann::json parse_json_file(const fs::path& path) {
-  try {
-    return nlohmann::json::parse(read_text(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw DataError(cat(path.string(), ": not valid JSON: ", e.what()));
-  }
-}
-
 // metrics.jsonl's lines, each an object with an "event" name.
 std::vector<nlohmann::json> read_metrics(const fs::path& path) {
   const std::string text = read_text(path);
@@ -207,6 +199,14 @@ RunRecord read_run_dir(const std::string& dir) {
     }
   }
   return run;
+}
+
+nlohmann::json parse_json_file(const fs::path& path) {
+  try {
+    return nlohmann::json::parse(read_text(path));
+  } catch (const nlohmann::json::exception& e) {
+    throw DataError(cat(path.string(), ": not valid JSON: ", e.what()));
+  }
 }
 
 void name_runs(std::vector<RunRecord>& runs) {

@@ -2,6 +2,7 @@
 // a resumed run's repeats resolved, the done line, the config, and the timeline's time per rank.
 #pragma once
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -9,6 +10,9 @@
 #include "timeline_breakdown.h"
 
 namespace distml::cli {
+
+/// The JSON document in `path`; DataError naming the file when it cannot be read or parsed.
+nlohmann::json parse_json_file(const std::filesystem::path& path);
 
 struct RunRecord {
   std::string dir;

@@ -147,7 +147,7 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
     o.algorithm = run.algorithm;
     o.first_bucket_bytes = static_cast<double>(run.first_bucket_bytes);
     o.bucket_bytes = static_cast<double>(run.bucket_bytes);
-    if (!run.find_unused_parameters) o.flag_bytes = profile.dtype == "float64" ? 8 : 4;
+    if (!run.find_unused_parameters) o.flag_bytes = o.element_bytes;  // one element
     if (c.compress.name != "none") {  // the run's compressor, timed here
       auto compress = c.compress;
       compress.seed = c.train.seed;

@@ -6,7 +6,6 @@
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/core/median.h"
-#include "distml/train/bucket_planner.h"
 #include "distml/train/compress/compressor.h"
 
 namespace distml::sim {
@@ -31,10 +30,7 @@ std::vector<CompressedBucket> measure_compression(const Profile& profile,
                                                   const train::compress::CompressOptions& compress,
                                                   int reps) {
   // 1.
-  std::vector<std::size_t> bytes;
-  for (const auto& p : profile.parameters) bytes.push_back(static_cast<std::size_t>(p.bytes));
-  const auto plan = train::plan_buckets(bytes, static_cast<std::size_t>(options.first_bucket_bytes),
-                                        static_cast<std::size_t>(options.bucket_bytes));
+  const auto plan = profile_buckets(profile, options);
   const auto dtype = profile.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
   const auto element = static_cast<std::int64_t>(c10::elementSize(dtype));
   std::vector<train::compress::BucketLayout> layouts;

@@ -7,7 +7,6 @@
 #include "distml/comm/auto_policy.h"
 #include "distml/core/error.h"
 #include "distml/sim/collectives.h"
-#include "distml/train/bucket_planner.h"
 
 namespace distml::sim {
 
@@ -26,16 +25,20 @@ double one_rank_step_s(const Profile& profile, const Cluster& cluster) {
   return profile.compute_s() * compute_slowdown(profile, alone);
 }
 
+train::BucketPlan profile_buckets(const Profile& profile, const AllreduceOptions& options) {
+  std::vector<std::size_t> bytes;
+  for (const auto& p : profile.parameters) bytes.push_back(static_cast<std::size_t>(p.bytes));
+  return train::plan_buckets(bytes, static_cast<std::size_t>(options.first_bucket_bytes),
+                             static_cast<std::size_t>(options.bucket_bytes));
+}
+
 // Steps replayed at most, on links with a burst, before the last one is taken as every step's.
 constexpr int kMaxSteps = 200;
 
 StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOptions& options,
                                       const Cluster& cluster) {
   const double slow = compute_slowdown(profile, cluster);
-  std::vector<std::size_t> bytes;
-  for (const auto& p : profile.parameters) bytes.push_back(static_cast<std::size_t>(p.bytes));
-  const auto plan = train::plan_buckets(bytes, static_cast<std::size_t>(options.first_bucket_bytes),
-                                        static_cast<std::size_t>(options.bucket_bytes));
+  const auto plan = profile_buckets(profile, options);
 
   // Each bucket's bytes, ready time, algorithm and rounds: the same at every step.
   const double backward_start = (profile.data_s + profile.forward_s) * slow;

@@ -30,6 +30,7 @@
 #include "distml/comm/types.h"
 #include "distml/sim/cluster.h"
 #include "distml/sim/profile.h"
+#include "distml/train/bucket_planner.h"
 
 namespace distml::sim {
 
@@ -84,6 +85,9 @@ double compute_slowdown(const Profile& profile, const Cluster& cluster, int comp
 /// A step of one rank training alone on a host of `cluster` (its cores shared as the
 /// cluster's are): the profile's phases, nothing to exchange. Efficiencies are against it.
 double one_rank_step_s(const Profile& profile, const Cluster& cluster);
+
+/// The run's buckets of the profile's gradients (step 1), without their flags.
+train::BucketPlan profile_buckets(const Profile& profile, const AllreduceOptions& options);
 
 StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOptions& options,
                                       const Cluster& cluster);

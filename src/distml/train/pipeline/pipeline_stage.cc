@@ -142,13 +142,14 @@ void PipelineStage::drain(const std::function<void(bool)>& before_backward,
 
 int PipelineStage::tag(const InFlight& f) const { return decoupled() ? f.micro % 2 : f.micro; }
 
-// Waits until the step's sends have arrived (`all_sends`: ddg's delayed gradients too).
+// Straggler experiments: an op that began at `compute_start` takes `slowdown` times as long.
 void PipelineStage::straggle(Clock::time_point compute_start) const {
   if (options_.slowdown <= 1) return;
   const double extra = (options_.slowdown - 1) * seconds_since(compute_start);
   std::this_thread::sleep_for(std::chrono::duration<double>(extra));
 }
 
+// Waits until the step's sends have arrived (`all_sends`: ddg's delayed gradients too).
 void PipelineStage::end_step(bool all_sends) {
   const auto wait_start = Clock::now();
   try {
