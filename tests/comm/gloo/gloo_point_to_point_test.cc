@@ -1,6 +1,6 @@
-// Point-to-point on the gloo engine: ordering per tag, the two channels, exact sizes (gloo
-// itself aborts the receiver on an overlong message), and waits that time out without
-// breaking the connections.
+// Point-to-point on the gloo engine (comm/gloo/peer_mesh.h): ordering per tag, the two
+// channels, sub-groups on the shared connections, exact sizes, waits that time out without
+// breaking the connections, and a peer that exits.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -52,6 +52,54 @@ TEST(GlooPointToPoint, KeepsOrderPerTagAndNeverMatchesAcrossChannels) {
     }
     return bad;
   }));
+}
+
+// Sub-groups share the world's connections: the same tag in the world and in a sub-group (and
+// in the sub-group's own sub-group) are three streams, whatever the order of the receives.
+TEST(GlooPointToPoint, SubGroupsKeepTheirOwnMessagesOnTheSharedConnections) {
+  GlooWorld world;
+  world.size = 3;
+  expect_all_ok(run_gloo_world(world, [](comm::Communicator& comm) {
+    auto pair = comm.split(comm.rank() == 2 ? -1 : 0, comm.rank());  // ranks 0 and 1
+    if (!pair) return std::string();
+    auto again = pair->split(0, pair->rank());
+    std::vector<comm::Communicator*> groups{&comm, pair.get(), again.get()};
+    std::string bad;
+    if (comm.rank() == 0) {
+      for (std::int32_t g = 0; g < 3; ++g)
+        groups[g]->send(comm::ConstBuffer{&g, 1, comm::DType::i32}, 1, 5);
+    } else {
+      for (std::int32_t g = 2; g >= 0; --g) {
+        std::int32_t got = -1;
+        groups[g]->recv(comm::Buffer{&got, 1, comm::DType::i32}, 0, 5);
+        if (got != g) bad += cat("group ", g, " received group ", got, "'s message\n");
+      }
+    }
+    return bad;
+  }));
+}
+
+// A peer that exits fails the transfers waiting on it at once, naming it: not at the deadline.
+TEST(GlooPointToPoint, PeerThatExitsFailsTheWaitingReceiveNamingIt) {
+  GlooWorld world;
+  auto outcomes = run_gloo_engines(world, [](comm::Engine& engine) {
+    if (engine.rank() == 1) return std::string();  // exits: its connections close
+    std::int32_t v = 0;
+    auto r = engine.irecv(Channel::user, &v, 4, 1, 3);
+    const auto start = comm::Clock::now();
+    try {
+      r->wait_until(Deadline::after(30s));
+      return std::string("completed without a sender");
+    } catch (const CommError& e) {
+      if (comm::Clock::now() - start > 10s) return cat("failed only after 10 s: ", e.what());
+      return std::string(e.what());
+    }
+  });
+  ASSERT_EQ(outcomes[0].exit_code, 0) << describe(outcomes);
+  EXPECT_NE(outcomes[0].report.find("recv from rank 1 (tag 3, 4 bytes): the connection to rank 1 "
+                                    "broke"),
+            std::string::npos)
+      << outcomes[0].report;
 }
 
 TEST(GlooPointToPoint, ZeroByteAndLargeMessagesArriveWhole) {

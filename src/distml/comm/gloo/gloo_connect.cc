@@ -137,7 +137,6 @@ std::unique_ptr<Engine> connect_engine(const std::string& file_store, Millis tim
   }
   setup.store->setTimeout(timeout);
   setup.device = default_device();
-  setup.aborter = std::make_shared<WaitAborter>();
   for (int r = 0; r < setup.size; ++r) setup.world_ranks.push_back(r);
   setup.what = "gloo rendezvous";
   return std::make_unique<GlooEngine>(std::move(setup));

@@ -1,5 +1,10 @@
 #include "distml/comm/gloo/gloo_engine.h"
 
+#include <gloo/context.h>
+#include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/address.h>
+#include <netdb.h>
+
 #include <cstring>
 #include <numeric>
 #include <thread>
@@ -79,6 +84,22 @@ void await_ranks(c10d::Store& store, const GroupSetup& s) {
   }
 }
 
+// The address of this host that the peers reach: the one gloo's own connections use (chosen by
+// GLOO_SOCKET_IFNAME or the host name, gloo_connect.cc).
+std::string reachable_host(::gloo::Context& context, int rank) {
+  if (context.size == 1) return "127.0.0.1";  // no peers: the mesh listens nowhere
+  const auto& pair = context.getPair(rank == 0 ? 1 : 0);
+  const auto* address = dynamic_cast<const ::gloo::transport::tcp::Address*>(&pair->address());
+  DML_CHECK(address != nullptr, "gloo's transport is not TCP");
+  const sockaddr_storage& where = address->getSockaddr();
+  char host[NI_MAXHOST];
+  const socklen_t length = where.ss_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+  if (::getnameinfo(reinterpret_cast<const sockaddr*>(&where), length, host, sizeof host, nullptr,
+                    0, NI_NUMERICHOST) != 0)
+    throw CommError("gloo engine: cannot read the address of gloo's connections");
+  return host;
+}
+
 }  // namespace
 
 std::string message_of(const std::exception& e) {
@@ -102,7 +123,10 @@ GlooEngine::GlooEngine(GroupSetup setup) : setup_(std::move(setup)) {
   // come first, and after one passes the communicator still needs the connections to find
   // out who is missing; gloo's stays as a backstop behind them.
   group_->context()->setTimeout(setup_.timeout * 2 + std::chrono::seconds(10));
-  link_ = std::make_shared<P2pLink>(group_->context(), setup_.aborter);
+  if (!setup_.mesh)
+    setup_.mesh = std::make_shared<PeerMesh>(*setup_.store, setup_.rank, setup_.size,
+                                             reachable_host(*group_->context(), setup_.rank),
+                                             setup_.join_deadline);
 }
 
 GlooEngine::~GlooEngine() {
@@ -112,11 +136,13 @@ GlooEngine::~GlooEngine() {
 }
 
 RequestPtr GlooEngine::isend(Channel ch, const void* data, std::size_t bytes, int dst, int tag) {
-  return start_send(link_, ch, data, bytes, dst, tag);
+  return PeerMesh::send(setup_.mesh, {setup_.group_id, setup_.world_ranks.at(dst), dst}, ch, tag,
+                        data, bytes);
 }
 
 RequestPtr GlooEngine::irecv(Channel ch, void* data, std::size_t bytes, int src, int tag) {
-  return start_recv(link_, ch, data, bytes, src, tag);
+  return PeerMesh::recv(setup_.mesh, {setup_.group_id, setup_.world_ranks.at(src), src}, ch, tag,
+                        data, bytes);
 }
 
 void GlooEngine::finish(const c10::intrusive_ptr<c10d::Work>& work, Deadline deadline, int kind) {
@@ -229,7 +255,8 @@ std::unique_ptr<Engine> GlooEngine::split(const SplitGroup& g, Deadline deadline
     s.timeout = setup_.timeout;
     s.join_deadline = deadline;
     s.device = setup_.device;
-    s.aborter = setup_.aborter;
+    s.mesh = setup_.mesh;
+    s.group_id = sub_group_id(setup_.group_id, g.split_id, g.color);
     for (int m : g.members) s.world_ranks.push_back(setup_.world_ranks[m]);
     s.what = cat("gloo split ", g.split_id, " (color ", g.color, ")");
     child = std::make_unique<GlooEngine>(std::move(s));

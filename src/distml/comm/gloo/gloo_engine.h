@@ -1,5 +1,5 @@
-// The gloo engine: c10d's ProcessGroupGloo runs the native collectives, gloo_p2p the
-// point-to-point transfers on the same connections, and the ring algorithms what c10d 1.13's
+// The gloo engine: c10d's ProcessGroupGloo runs the native collectives, PeerMesh the
+// point-to-point transfers on connections of its own, and the ring algorithms what c10d 1.13's
 // gloo lacks (reduce_scatter, allgather with per-rank counts). Each native collective first
 // checks that all ranks passed the same call (agree()); bf16 reductions go through f32.
 // Private to comm/gloo/.
@@ -12,11 +12,11 @@
 #include <vector>
 
 #include "distml/comm/engine.h"
-#include "distml/comm/gloo/gloo_p2p.h"
+#include "distml/comm/gloo/peer_mesh.h"
 
 namespace distml::comm::gloo {
 
-/// ProcessGroupGloo with its gloo context in reach, for gloo_p2p to post on.
+/// ProcessGroupGloo with its gloo context in reach, for the address its connections use.
 class GlooGroup final : public c10d::ProcessGroupGloo {
  public:
   using ProcessGroupGloo::ProcessGroupGloo;
@@ -31,9 +31,10 @@ struct GroupSetup {
   Millis timeout{0};
   Deadline join_deadline;
   std::shared_ptr<::gloo::transport::Device> device;
-  std::shared_ptr<WaitAborter> aborter;
-  std::vector<int> world_ranks;  // world rank of each group rank, for messages
-  std::string what;              // "gloo rendezvous", "gloo split 2 (color 1)"
+  std::shared_ptr<PeerMesh> mesh;  // the world's; made by the world's engine
+  std::uint64_t group_id = 0;      // this group's messages on it
+  std::vector<int> world_ranks;    // world rank of each group rank, for messages
+  std::string what;                // "gloo rendezvous", "gloo split 2 (color 1)"
 };
 
 /// An exception's message; c10 errors without their stack trace.
@@ -73,7 +74,6 @@ class GlooEngine final : public Engine {
 
   GroupSetup setup_;
   c10::intrusive_ptr<GlooGroup> group_;
-  std::shared_ptr<P2pLink> link_;
   std::vector<std::byte> scratch_;  // for the ring algorithms and the bf16 detour
   bool abandoned_ = false;          // a native collective is still running after a timeout
 };
