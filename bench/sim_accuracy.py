@@ -39,7 +39,7 @@ GRID = "allreduce,ps,local_sgd,pipeline"
 # The emulated links' model (docs/simulator.md, "Links shaped by a token bucket"): read off
 # `distml bench allreduce` and `distml bench sendrecv` on them, not fitted to step times.
 EMULATED = ["--shared-cores", "2", "--burst", "emulated", "--burst-rate", "2800mbit",
-            "--latency", "100us", "--p2p-overhead", "230us"]
+            "--latency", "35us", "--p2p-overhead", "15us"]
 
 
 def sets(args):

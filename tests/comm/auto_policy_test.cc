@@ -16,9 +16,10 @@ TEST(AutoPolicy, OneRankNeverCommunicates) {
     EXPECT_EQ(auto_allreduce_algorithm(engine, 1, 64u << 20), Algorithm::native);
 }
 
-TEST(AutoPolicy, GlooUsesTheTreeUpTo16MiB) {
-  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 16u << 20), Algorithm::tree);
-  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 64u << 20), Algorithm::native);
+TEST(AutoPolicy, GlooUsesTheTreeUpTo512KiBThenTheRing) {
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 512u << 10), Algorithm::tree);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 1u << 20), Algorithm::ring);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 64u << 20), Algorithm::ring);
 }
 
 TEST(AutoPolicy, AcrossHostsLargeMessagesGoHierarchical) {
@@ -28,7 +29,7 @@ TEST(AutoPolicy, AcrossHostsLargeMessagesGoHierarchical) {
   EXPECT_EQ(auto_allreduce_algorithm("gloo", 4, 64u << 10, 2, 2), Algorithm::tree);
   // One rank per host has nothing to reduce within a host; unequal hosts cannot run it.
   EXPECT_EQ(auto_allreduce_algorithm("mpi", 2, 64u << 20, 2, 1), Algorithm::halving_doubling);
-  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 16u << 20, 2, 0), Algorithm::tree);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 16u << 20, 2, 0), Algorithm::ring);
 }
 
 TEST(AutoPolicy, LocalUsesTheTreeForSmallMessages) {

@@ -142,7 +142,7 @@ TEST(Replay, RanksSharingCoresComputeSlower) {
 }
 
 TEST(Replay, TheAutomaticAlgorithmIsTheRunsChoice) {
-  // auto over gloo: the tree up to 16 MiB (comm/auto_policy.h), as the run takes it.
+  // auto over gloo: the tree up to 512 KiB (comm/auto_policy.h), as the run takes it.
   AllreduceOptions o = ring_options();
   o.algorithm = Algorithm::automatic;
   const auto p = predict_allreduce_step(toy(), o, two_hosts());

@@ -10,12 +10,14 @@ namespace {
 //    halving-doubling over MPI point-to-point moves data 1.7-1.9x faster than MPI_Allreduce.
 //  - local: the shared-memory native collective wins from 16 KiB; below, the binomial tree's
 //    log P hand-offs beat its two full barriers.
-//  - gloo: up to 16 MiB the tree over distml's gloo point-to-point beats c10d's allreduce
-//    (which hands every call to its worker thread, after distml's agreement check) by
-//    1.1-10x at 2-4 ranks; at 64 MiB none of the four is consistently ahead.
+//  - gloo: c10d's allreduce hands every call to its worker thread (after distml's agreement
+//    check), and since the engine's point-to-point has connections of its own (December
+//    2026) every algorithm over it beats c10d's at 2-4 ranks, 16 KiB to 64 MiB: 1.1-10x. Up
+//    to 512 KiB the binomial tree's log P hand-offs take 0.6-0.9x the ring's time; from 1 MiB
+//    the ring, which sends each byte 2(P-1)/P times, takes 0.55-0.9x the tree's at 3-4 ranks.
 constexpr std::size_t kMpiHalvingDoublingMinBytes = 32u << 20;
 constexpr std::size_t kLocalTreeMaxBytes = 16u << 10;
-constexpr std::size_t kGlooTreeMaxBytes = 16u << 20;
+constexpr std::size_t kGlooTreeMaxBytes = 512u << 10;
 
 // Across 2 hosts x 2 ranks in network namespaces (1 Gbit/s and 100 Mbit/s links), the
 // hierarchical all-reduce, which reduces within each host through shared memory and sends
@@ -36,7 +38,7 @@ Algorithm auto_allreduce_algorithm(std::string_view engine, int world_size, std:
   if (engine == "mpi")
     return bytes >= kMpiHalvingDoublingMinBytes ? Algorithm::halving_doubling : Algorithm::native;
   if (engine == "local") return bytes <= kLocalTreeMaxBytes ? Algorithm::tree : Algorithm::native;
-  if (engine == "gloo") return bytes <= kGlooTreeMaxBytes ? Algorithm::tree : Algorithm::native;
+  if (engine == "gloo") return bytes <= kGlooTreeMaxBytes ? Algorithm::tree : Algorithm::ring;
   return Algorithm::native;
 }
 
