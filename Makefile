@@ -4,7 +4,7 @@ NP ?= 2
 
 PREFIX ?= /usr/local
 
-.PHONY: all setup setup-run setup-mnist setup-fuzz build run test test-kernels bench data format clean install fuzz
+.PHONY: all setup setup-run setup-mnist setup-fuzz build run python test test-kernels bench data format clean install fuzz
 
 all: build
 
@@ -35,10 +35,14 @@ run: setup-mnist $(BUILD)/build.ninja
 	@ninja -C $(BUILD) distml
 	$(BUILD)/distml train --config examples/mnist_lenet.toml --np $(NP)
 
+# The Python module into $(BUILD)/python: PYTHONPATH=$(BUILD)/python /usr/bin/python3 -c "import distml"
+python: setup-run $(BUILD)/build.ninja
+	@ninja -C $(BUILD) distml_python
+
 # The distml command with what it reads at run time, the headers, libraries and the CMake
 # package (find_package(distml); examples/custom_loop).
 install: setup-run $(BUILD)/build.ninja
-	@ninja -C $(BUILD) distml
+	@ninja -C $(BUILD) distml distml_python
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # One slot per core: most tests keep one core busy or wait; those that need more say so

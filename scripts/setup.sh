@@ -35,6 +35,7 @@ packages=(
   zlib1g-dev libzip-dev  # gzip for IDX files; the zip container of .npz files
   libmujoco-dev libmujoco-samples  # the humanoid environment (MuJoCo physics and its sample model)
   libthread-pool-dev  # the threads that step an actor's environment copies (run.env_workers)
+  pybind11-dev python3-dev  # the Python module (make python, make install)
 )
 # make test: what the suite builds with and checks against.
 test_packages=(
