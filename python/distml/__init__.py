@@ -105,25 +105,24 @@ def _comm(group):
     return world() if group is None else group
 
 
-def allreduce(x, op="sum", algorithm="auto", group=None, async_op=False):
-    """Reduces x across the ranks in place (op: sum, avg, min, max, prod; algorithm: auto,
-    native, ring, hd, tree, hierarchical, shm). Returns x, or a Handle with async_op."""
+def _in_place(name, x, group, async_op, *extra):
     a, dtype = _array(x)
     c = _comm(group)
     if async_op:
-        return c.allreduce_async(a, op, algorithm, dtype)
-    c.allreduce(a, op, algorithm, dtype)
+        return getattr(c, name + "_async")(a, *extra, dtype)
+    getattr(c, name)(a, *extra, dtype)
     return x
+
+
+def allreduce(x, op="sum", algorithm="auto", group=None, async_op=False):
+    """Reduces x across the ranks in place (op: sum, avg, min, max, prod; algorithm: auto,
+    native, ring, hd, tree, hierarchical, shm). Returns x, or a Handle with async_op."""
+    return _in_place("allreduce", x, group, async_op, op, algorithm)
 
 
 def broadcast(x, root=0, algorithm="auto", group=None, async_op=False):
     """Overwrites x with root's x on every rank. Returns x, or a Handle with async_op."""
-    a, dtype = _array(x)
-    c = _comm(group)
-    if async_op:
-        return c.broadcast_async(a, root, algorithm, dtype)
-    c.broadcast(a, root, algorithm, dtype)
-    return x
+    return _in_place("broadcast", x, group, async_op, root, algorithm)
 
 
 def _gathered(x, out, shape, name, group, async_op, *extra):
