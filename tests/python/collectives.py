@@ -71,6 +71,23 @@ x = values(r).copy()
 distml.allreduce(x, group=half)
 check("allreduce in a split", x, everyone[r % 2::2].sum(axis=0))
 
+# broadcast_parameters: every replica ends with rank n-1's initial model (built here too).
+import distml.torch  # noqa: E402
+
+
+def model(seed):
+    torch.manual_seed(seed)
+    return torch.nn.Sequential(torch.nn.Linear(5, 4), torch.nn.BatchNorm1d(4), torch.nn.Linear(4, 2))
+
+
+mine = model(r)
+mine[1].running_mean += r  # a buffer that differs too
+distml.torch.broadcast_parameters(mine, root=n - 1)
+theirs = model(n - 1)
+theirs[1].running_mean += n - 1
+for (name, got), want in zip(mine.state_dict().items(), theirs.state_dict().values()):
+    check(f"broadcast_parameters {name}", got.to(torch.float64), want.to(torch.float64).numpy())
+
 if distml.local_rank() != r:  # every rank on this host
     failures.append(f"local_rank {distml.local_rank()} on rank {r}, all on one host")
 
