@@ -3,11 +3,13 @@
 // .numpy() view, which distml/__init__.py takes), the GIL released while a call waits, and
 // distml's typed errors as Python exceptions with the same messages.
 #include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
 
 #include <string>
 
 #include "distml/comm/engines.h"
 #include "distml/core/error.h"
+#include "distml/train/bucket_planner.h"
 
 namespace py = pybind11;
 
@@ -235,6 +237,14 @@ PYBIND11_MODULE(_distml, m) {
       .def("barrier", &Comm::barrier)
       .def("split", &Comm::split, py::arg("color"), py::arg("key"));
 
+  m.def(
+      "plan_buckets",
+      [](const std::vector<std::size_t>& param_bytes, std::size_t first_cap, std::size_t cap) {
+        return train::plan_buckets(param_bytes, first_cap, cap).buckets;
+      },
+      py::arg("param_bytes"), py::arg("first_cap"), py::arg("cap"),
+      "The C++ trainer's buckets (train/bucket_planner.h): parameter indices per bucket, in the "
+      "order they are reduced.");
   m.def("connect", &python::connect, py::arg("timeout_s"), py::arg("stall_warn_s"),
         "Joins the world that `distml launch` started (comm::connect).");
 }

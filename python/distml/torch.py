@@ -34,3 +34,95 @@ def broadcast_parameters(source, root=0, group=None):
                 staged = t.contiguous()
                 distml.broadcast(staged, root, group=group)
                 t.copy_(staged)
+
+
+class DistributedOptimizer:
+    """Wraps a torch optimizer so that step() applies the gradient averaged over the ranks,
+    as the C++ trainer's "allreduce" strategy does: the parameters are grouped into buckets by
+    the trainer's own planner (in reverse order, about the order backward produces them, the
+    first capped at first_bucket_mb so that communication starts early), and each bucket's
+    all-reduce starts from a gradient hook during backward as soon as its gradients are in and
+    the buckets before it have started (every rank starts them in the same order). step()
+    waits for them, writes the averages into .grad and steps the wrapped optimizer.
+
+        opt = distml.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model)
+        loss.backward(); opt.step(); opt.zero_grad()
+
+    One backward per step (gradient accumulation is not offered yet). Other strategies are
+    refused, naming what is offered."""
+
+    def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
+                 group=None):
+        if strategy != "allreduce":
+            raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
+                                    '"allreduce" is')
+        self.optimizer = optimizer
+        self._group = group
+        self._params = [p for p in model.parameters() if p.requires_grad]
+        sizes = [p.numel() * p.element_size() for p in self._params]
+        self._buckets = distml._distml.plan_buckets(sizes, int(first_bucket_mb * 2**20),
+                                                    int(bucket_mb * 2**20))
+        self._bucket_of = {}
+        for b, members in enumerate(self._buckets):
+            for i in members:
+                self._bucket_of[i] = b
+        self._hooks = []
+        for i, p in enumerate(self._params):
+            # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
+            accumulate = p.expand_as(p).grad_fn.next_functions[0][0]
+            self._hooks.append(accumulate)  # keep the node, or its hook goes with it
+            accumulate.register_hook(self._ready_hook(i))
+        self._reset()
+
+    def _reset(self):
+        self._missing = [len(m) for m in self._buckets]
+        self._launched = 0
+        self._inflight = []  # (flat buffer, handle) per launched bucket
+
+    def _ready_hook(self, i):
+        def hook(*_):
+            b = self._bucket_of[i]
+            self._missing[b] -= 1
+            while self._launched < len(self._buckets) and self._missing[self._launched] == 0:
+                self._launch(self._launched)
+                self._launched += 1
+        return hook
+
+    def _launch(self, b):
+        grads = [self._params[i].grad for i in self._buckets[b]]
+        flat = torch.cat([g.reshape(-1) for g in grads])
+        self._inflight.append((flat, distml.allreduce(flat, op="avg", group=self._group,
+                                                      async_op=True)))
+
+    def synchronize(self):
+        """Waits for every bucket and writes the averaged gradients into .grad."""
+        if self._launched < len(self._buckets):
+            raise distml.UsageError(
+                f"step() after a backward that produced gradients for {self._launched} of "
+                f"{len(self._buckets)} buckets: every trained parameter needs a gradient "
+                "each step (or leave it out of the model's trained parameters)")
+        for b, (flat, handle) in enumerate(self._inflight):
+            handle.wait()
+            offset = 0
+            for i in self._buckets[b]:
+                g = self._params[i].grad
+                g.copy_(flat[offset:offset + g.numel()].view_as(g))
+                offset += g.numel()
+        self._reset()
+
+    def step(self, closure=None):
+        self.synchronize()
+        return self.optimizer.step(closure)
+
+    def zero_grad(self, set_to_none=False):
+        self.optimizer.zero_grad(set_to_none=set_to_none)
+
+    @property
+    def param_groups(self):
+        return self.optimizer.param_groups
+
+    def state_dict(self):
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state):
+        self.optimizer.load_state_dict(state)
