@@ -1,6 +1,8 @@
 """The PyTorch baseline for distml's training speed: DistributedDataParallel over gloo on CPU,
 the same models, optimizer, batch per rank and thread count as `distml train`. Spawns --np
-ranks itself and prints one JSON "done" line on stdout; errors go to stderr, exit status 1."""
+ranks itself and prints one JSON "done" line on stdout; errors go to stderr, exit status 1.
+--impl distml trains the same script with distml's Python module instead of DDP
+(distml.torch.DistributedOptimizer over the gloo engine; PYTHONPATH must reach build/python)."""
 import argparse
 import json
 import os
@@ -96,10 +98,55 @@ def batches(sampler, batch_size):
         epoch += 1
 
 
+class DistmlGroup:
+    """What the loop needs of torch.distributed, from distml (--impl distml)."""
+
+    def __init__(self, rank, args, port):
+        import distml
+        import distml.torch
+        os.environ.update({"DISTML_ENGINE": "gloo", "RANK": str(rank),
+                           "WORLD_SIZE": str(args.np), "MASTER_ADDR": "127.0.0.1",
+                           "MASTER_PORT": str(port)})
+        distml.init(timeout=300)
+        self.distml = distml
+
+    def wrap(self, model):
+        self.distml.torch.broadcast_parameters(model)
+        return model
+
+    def optimizer(self, model, optimizer):
+        return self.distml.torch.DistributedOptimizer(optimizer, model)
+
+    def barrier(self):
+        self.distml.barrier()
+
+    def max(self, t):
+        self.distml.allreduce(t, op="max")
+
+
+class TorchGroup:
+    """DDP over torch.distributed's gloo (--impl ddp)."""
+
+    def __init__(self, rank, args, port):
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+                                world_size=args.np, timeout=timedelta(seconds=300))
+
+    def wrap(self, model):
+        return DistributedDataParallel(model)
+
+    def optimizer(self, model, optimizer):
+        return optimizer
+
+    def barrier(self):
+        dist.barrier()
+
+    def max(self, t):
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+
+
 def run_rank(rank, args, port, start_time):
     torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                            world_size=args.np, timeout=timedelta(seconds=300))
+    group = (DistmlGroup if args.impl == "distml" else TorchGroup)(rank, args, port)
     torch.manual_seed(args.seed)
     x, y = load_mnist(args.data)
     # The whole training set is one pre-built tensor and a step gathers its batch with
@@ -112,8 +159,8 @@ def run_rank(rank, args, port, start_time):
         raise ValueError(f"--batch-size {args.batch_size} is more than a rank's {len(sampler)} "
                          "samples per epoch")
     stream = batches(sampler, args.batch_size)
-    model = DistributedDataParallel(MODELS[args.model]())
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    model = group.wrap(MODELS[args.model]())
+    optimizer = group.optimizer(model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
 
     def step():
         idx = next(stream)
@@ -124,23 +171,23 @@ def run_rank(rank, args, port, start_time):
 
     for _ in range(args.warmup):
         step()
-    dist.barrier()
+    group.barrier()
     t0 = time.perf_counter()
     for _ in range(args.steps):
         step()
     elapsed = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
-    dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)  # the slowest rank's time
+    group.max(elapsed)  # the slowest rank's time
     if rank == 0:
         time_s = elapsed.item()
         steps_per_sec = args.steps / time_s
         print(json.dumps({
-            "event": "done", "impl": "ddp", "model": args.model, "np": args.np,
+            "event": "done", "impl": args.impl, "model": args.model, "np": args.np,
             "batch_size": args.batch_size, "threads": args.threads, "steps": args.steps,
             "warmup": args.warmup, "steps_per_sec": steps_per_sec,
             "samples_per_sec": steps_per_sec * args.batch_size * args.np, "time_s": time_s,
             "wall_s": time.time() - start_time, "torch": torch.__version__,
         }), flush=True)
-    dist.barrier()  # no rank leaves while another still reads from it
+    group.barrier()  # no rank leaves while another still reads from it
 
 
 def rank_main(rank, args, port, start_time):
@@ -169,6 +216,8 @@ def free_port():
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--model", choices=sorted(MODELS), default="lenet5")
+    p.add_argument("--impl", choices=["ddp", "distml"], default="ddp",
+                   help="DDP over torch.distributed's gloo, or distml's DistributedOptimizer")
     p.add_argument("--np", type=int, default=2, help="world size (ranks spawned here)")
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--steps", type=int, default=300, help="timed optimizer steps")

@@ -63,9 +63,16 @@ class DistributedOptimizer:
         self._buckets = distml._distml.plan_buckets(sizes, int(first_bucket_mb * 2**20),
                                                     int(bucket_mb * 2**20))
         self._bucket_of = {}
+        self._flat = []  # one buffer per bucket for the whole run: no allocation per step
         for b, members in enumerate(self._buckets):
+            dtypes = {self._params[i].dtype for i in members}
+            if len(dtypes) > 1:
+                raise distml.UsageError(f"bucket {b} mixes parameters of {sorted(map(str, dtypes))}: "
+                                        "give the model one dtype")
             for i in members:
                 self._bucket_of[i] = b
+            self._flat.append(torch.empty(sum(self._params[i].numel() for i in members),
+                                          dtype=dtypes.pop()))
         self._hooks = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
@@ -89,8 +96,11 @@ class DistributedOptimizer:
         return hook
 
     def _launch(self, b):
-        grads = [self._params[i].grad for i in self._buckets[b]]
-        flat = torch.cat([g.reshape(-1) for g in grads])
+        flat, offset = self._flat[b], 0
+        for i in self._buckets[b]:
+            g = self._params[i].grad
+            flat[offset:offset + g.numel()].copy_(g.reshape(-1))
+            offset += g.numel()
         self._inflight.append((flat, distml.allreduce(flat, op="avg", group=self._group,
                                                       async_op=True)))
 
