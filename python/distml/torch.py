@@ -73,11 +73,11 @@ class DistributedOptimizer:
                 self._bucket_of[i] = b
             self._flat.append(torch.empty(sum(self._params[i].numel() for i in members),
                                           dtype=dtypes.pop()))
-        self._hooks = []
+        self._accumulators = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
             accumulate = p.expand_as(p).grad_fn.next_functions[0][0]
-            self._hooks.append(accumulate)  # keep the node, or its hook goes with it
+            self._accumulators.append(accumulate)  # keep the node, or its hook goes with it
             accumulate.register_hook(self._ready_hook(i))
         self._reset()
 

@@ -11,10 +11,11 @@ namespace {
 //  - local: the shared-memory native collective wins from 16 KiB; below, the binomial tree's
 //    log P hand-offs beat its two full barriers.
 //  - gloo: c10d's allreduce hands every call to its worker thread (after distml's agreement
-//    check), and since the engine's point-to-point has connections of its own (December
-//    2026) every algorithm over it beats c10d's at 2-4 ranks, 16 KiB to 64 MiB: 1.1-10x. Up
-//    to 512 KiB the binomial tree's log P hand-offs take 0.6-0.9x the ring's time; from 1 MiB
-//    the ring, which sends each byte 2(P-1)/P times, takes 0.55-0.9x the tree's at 3-4 ranks.
+//    check). Since the engine's point-to-point has connections of its own (December 2026), up
+//    to 1 MiB the tree and the ring take 0.06-0.45x c10d's time at 2-4 ranks; up to 512 KiB
+//    the tree's log P hand-offs take 0.6-0.75x the ring's time at 3-4 ranks (a tie at 2). From
+//    1 MiB the ring, which sends each byte 2(P-1)/P times, takes 0.2-0.9x the tree's time at
+//    3-4 ranks (one 4-rank run at 16 MiB: 1.4x; at 2 ranks 0.7-1.4x) and 0.5-1.05x c10d's.
 constexpr std::size_t kMpiHalvingDoublingMinBytes = 32u << 20;
 constexpr std::size_t kLocalTreeMaxBytes = 16u << 10;
 constexpr std::size_t kGlooTreeMaxBytes = 512u << 10;

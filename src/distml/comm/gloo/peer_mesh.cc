@@ -22,7 +22,7 @@ constexpr std::uint64_t kMaxFrameBytes = 1ull << 40;
 
 Key key_of(const Frame& f) { return Key{f.group, f.tag, f.channel}; }
 
-// Receives or sends with MSG_DONTWAIT: the sockets stay blocking for the handshake.
+// Reads with MSG_DONTWAIT (the sockets stay blocking for the handshake), past interruptions.
 ssize_t read_some(int fd, void* into, std::size_t bytes) {
   for (;;) {
     const ssize_t n = ::recv(fd, into, bytes, MSG_DONTWAIT);
@@ -74,8 +74,12 @@ class MeshRequest final : public Request {
 std::string Transfer::describe() const { return describe_transfer(is_send, peer, tag, bytes); }
 
 void Transfer::finish(std::string why) {
+  fail(why.empty() ? std::string() : cat(describe(), ": ", why));
+}
+
+void Transfer::fail(std::string message) {
   done = true;
-  error = why.empty() ? std::string() : cat(describe(), ": ", why);
+  error = std::move(message);
   cv.notify_all();
 }
 
@@ -194,9 +198,7 @@ void PeerMesh::Impl::start_payload(Connection& c) {
     if (q->second.empty()) c.posted.erase(q);
     if (c.target->bytes != c.frame.bytes) {
       auto t = std::move(c.target);
-      t->done = true;
-      t->error = size_mismatch(t->peer, t->tag, t->bytes, c.frame.bytes).what();
-      t->cv.notify_all();
+      t->fail(size_mismatch(t->peer, t->tag, t->bytes, c.frame.bytes).what());
       c.discard = true;
     }
     return;
@@ -321,15 +323,14 @@ RequestPtr PeerMesh::recv(const std::shared_ptr<PeerMesh>& mesh, Peer peer, Chan
     q->second.pop_front();
     if (q->second.empty()) c.arrived.erase(q);
     if (early->bytes != bytes) {
-      t->done = true;
-      t->error = size_mismatch(t->peer, tag, bytes, early->bytes).what();
+      t->fail(size_mismatch(t->peer, tag, bytes, early->bytes).what());
     } else if (!early->complete && !c.broken.empty()) {
       t->finish(c.broken);  // its rest will never come
     } else if (!early->complete) {
       early->claimed = t;  // the reader copies it out when the rest has come
     } else {
       if (bytes) std::memcpy(t->data, early->data.get(), bytes);
-      t->done = true;
+      t->finish();
     }
   }
   return std::make_unique<MeshRequest>(mesh, c, std::move(t));

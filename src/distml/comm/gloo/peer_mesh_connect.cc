@@ -12,6 +12,7 @@
 #include <cstring>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 
+#include "distml/comm/gloo/gloo_engine.h"  // message_of
 #include "distml/comm/gloo/peer_mesh_impl.h"
 
 namespace distml::comm::gloo {
@@ -140,7 +141,8 @@ PeerMesh::PeerMesh(c10d::Store& store, int rank, int size, const std::string& ho
       store.wait({key_of(peer)}, left);
       address = store.get(key_of(peer));
     } catch (const std::exception& e) {
-      throw TimeoutError(cat("gloo engine: rank ", peer, " did not publish its address in time"));
+      throw TimeoutError(cat("gloo engine: rank ", peer, " did not publish its address in time (",
+                             message_of(e), ")"));
     }
     Socket s = dial(std::string(address.begin(), address.end()), peer, deadline);
     const Hello hello{kHelloMagic, static_cast<std::uint32_t>(rank),

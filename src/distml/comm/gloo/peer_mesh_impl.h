@@ -39,8 +39,10 @@ struct Transfer {
   Transfer(bool s, int p, int t, std::size_t b, Key k, std::byte* d)
       : is_send(s), peer(p), tag(t), bytes(b), key(k), data(d) {}
   std::string describe() const;
-  /// Completes it: successfully, or failed for `why`.
+  /// Completes it: successfully, or failed for `why` (the message then names the transfer).
   void finish(std::string why = {});
+  /// Completes it as failed with `message` as it stands (size_mismatch names the transfer).
+  void fail(std::string message);
 
   bool is_send;
   int peer;  // in its group, for messages
