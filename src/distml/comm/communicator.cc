@@ -14,6 +14,7 @@
 #include "distml/comm/diagnose.h"
 #include "distml/comm/engine.h"
 #include "distml/comm/handshake.h"
+#include "distml/comm/protocol_tags.h"
 #include "distml/comm/reduce.h"
 #include "distml/comm/stall_inspector.h"
 
@@ -22,11 +23,11 @@ namespace {
 
 // Tags of the communicator's own protocol on the collective channel, far above the few
 // hundred that algorithms use.
-constexpr int kDiagnoseTag = 30003;
+constexpr int kDiagnoseTag = protocol_tag::kDiagnose;
 // Each rank's slot in the shared-memory segment, cut into one part per rank of the host: a
 // piece this size stays in the caches between being copied in, reduced and copied out.
 // 64-256 KiB measured alike at 2 ranks (docs/benchmarks.md).
-constexpr std::size_t kShmSlotBytes = 256u << 10;  // the handshake uses 30001 and 30002
+constexpr std::size_t kShmSlotBytes = 256u << 10;
 
 enum class Kind : std::uint8_t {
   allreduce,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "distml/comm/handshake_wire.h"
+#include "distml/comm/protocol_tags.h"
 #include "distml/core/version.h"
 
 namespace distml::comm {
@@ -16,7 +17,8 @@ namespace {
 using handshake::Hello;
 using handshake::Verdict;
 
-constexpr int kHelloTag = 30001, kVerdictTag = 30002, kHostsTag = 30004;
+constexpr int kHelloTag = protocol_tag::kHello, kVerdictTag = protocol_tag::kVerdict,
+              kHostsTag = protocol_tag::kHosts;
 
 // FNV-1a of the host name, or the emulated host's number.
 std::uint64_t host_id(int rank, const CommOptions& options) {

@@ -13,12 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "distml/comm/protocol_tags.h"
 #include "distml/core/error.h"
 
 namespace distml::comm {
 namespace {
 
-constexpr int kNameTag = 30005;  // the handshake and the diagnosis use 30001 to 30004
+constexpr int kNameTag = protocol_tag::kShmName;
 // Per rank: the arrival counter (alone on its cache line, which the others poll), then twice
 // what it publishes for a collective.
 struct Published {

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "distml/comm/protocol_tags.h"
+
 namespace distml::comm {
 namespace {
 
-constexpr int kStallTag = 30005;  // the communicator's own protocol uses 30001-30004
+constexpr int kStallTag = protocol_tag::kStall;
 constexpr Millis kTick{100};
 constexpr Millis kAnswerWait{1000};
 

@@ -6,6 +6,7 @@
 
 #include "distml/comm/engine.h"
 #include "distml/comm/mpi/mpi_connect.h"
+#include "distml/comm/protocol_tags.h"
 
 namespace distml::comm::mpi {
 
@@ -45,8 +46,8 @@ class MpiEngine final : public Engine {
 
   // Native all-reduces up to this size use the blocking MPI_Allreduce (see mpi_watchdog.h).
   static constexpr std::size_t kBlockingMaxBytes = 64 << 10;
-  // The watchdog's diagnosis: its own tag (the Communicator's is 30003) and listening time.
-  static constexpr int kDiagnoseTag = 30004;
+  // The watchdog's diagnosis: its own tag and listening time.
+  static constexpr int kDiagnoseTag = protocol_tag::kEngineDiagnose;
   static constexpr Millis kDiagnoseGrace{3'000};
 
   MPI_Comm user_, collective_;
