@@ -16,10 +16,16 @@ TEST(AutoPolicy, OneRankNeverCommunicates) {
     EXPECT_EQ(auto_allreduce_algorithm(engine, 1, 64u << 20), Algorithm::native);
 }
 
-TEST(AutoPolicy, GlooUsesTheTreeUpTo512KiBThenTheRing) {
-  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 512u << 10), Algorithm::tree);
-  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 1u << 20), Algorithm::ring);
-  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 64u << 20), Algorithm::ring);
+TEST(AutoPolicy, GlooOnOneHostGoesThroughSharedMemory) {
+  for (std::size_t bytes : {std::size_t{4}, std::size_t{512} << 10, std::size_t{64} << 20})
+    EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, bytes, 1, 3), Algorithm::shm);
+}
+
+TEST(AutoPolicy, GlooAcrossHostsUsesTheTreeUpTo512KiBThenTheRing) {
+  // One rank per host: nothing to share within a host.
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 512u << 10, 3, 1), Algorithm::tree);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 1u << 20, 3, 1), Algorithm::ring);
+  EXPECT_EQ(auto_allreduce_algorithm("gloo", 3, 64u << 20, 3, 1), Algorithm::ring);
 }
 
 TEST(AutoPolicy, AcrossHostsLargeMessagesGoHierarchical) {
