@@ -37,12 +37,12 @@ run: setup-mnist $(BUILD)/build.ninja
 
 # The Python module into $(BUILD)/python: PYTHONPATH=$(BUILD)/python /usr/bin/python3 -c "import distml"
 python: setup-run $(BUILD)/build.ninja
-	@ninja -C $(BUILD) distml_python
+	@ninja -C $(BUILD) distml_python distml_c10d
 
 # The distml command with what it reads at run time, the headers, libraries and the CMake
 # package (find_package(distml); examples/custom_loop).
 install: setup-run $(BUILD)/build.ninja
-	@ninja -C $(BUILD) distml distml_python
+	@ninja -C $(BUILD) distml distml_python distml_c10d
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # One slot per core: most tests keep one core busy or wait; those that need more say so

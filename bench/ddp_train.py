@@ -2,7 +2,8 @@
 the same models, optimizer, batch per rank and thread count as `distml train`. Spawns --np
 ranks itself and prints one JSON "done" line on stdout; errors go to stderr, exit status 1.
 --impl distml trains the same script with distml's Python module instead of DDP
-(distml.torch.DistributedOptimizer over the gloo engine; PYTHONPATH must reach build/python)."""
+(distml.torch.DistributedOptimizer over the gloo engine; PYTHONPATH must reach build/python),
+and --backend distml runs DDP over distml's c10d backend instead of gloo's."""
 import argparse
 import json
 import os
@@ -125,10 +126,12 @@ class DistmlGroup:
 
 
 class TorchGroup:
-    """DDP over torch.distributed's gloo (--impl ddp)."""
+    """DDP over torch.distributed (--impl ddp), on gloo or distml's c10d backend (--backend)."""
 
     def __init__(self, rank, args, port):
-        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
+        if args.backend == "distml":
+            import distml.torch  # registers the backend
+        dist.init_process_group(args.backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                                 world_size=args.np, timeout=timedelta(seconds=300))
 
     def wrap(self, model):
@@ -181,7 +184,7 @@ def run_rank(rank, args, port, start_time):
         time_s = elapsed.item()
         steps_per_sec = args.steps / time_s
         print(json.dumps({
-            "event": "done", "impl": args.impl, "model": args.model, "np": args.np,
+            "event": "done", "impl": args.impl, "backend": args.backend, "model": args.model, "np": args.np,
             "batch_size": args.batch_size, "threads": args.threads, "steps": args.steps,
             "warmup": args.warmup, "steps_per_sec": steps_per_sec,
             "samples_per_sec": steps_per_sec * args.batch_size * args.np, "time_s": time_s,
@@ -217,7 +220,9 @@ def parse_args():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--model", choices=sorted(MODELS), default="lenet5")
     p.add_argument("--impl", choices=["ddp", "distml"], default="ddp",
-                   help="DDP over torch.distributed's gloo, or distml's DistributedOptimizer")
+                   help="DDP over torch.distributed, or distml's DistributedOptimizer")
+    p.add_argument("--backend", choices=["gloo", "distml"], default="gloo",
+                   help="torch.distributed's backend under --impl ddp")
     p.add_argument("--np", type=int, default=2, help="world size (ranks spawned here)")
     p.add_argument("--batch-size", type=int, default=64, help="per rank")
     p.add_argument("--steps", type=int, default=300, help="timed optimizer steps")

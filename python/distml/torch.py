@@ -4,10 +4,30 @@
     distml.init()
     model = Net()
     distml.torch.broadcast_parameters(model, root=0)   # every replica starts from rank 0's
+
+Importing this module also registers the c10d backend "distml", so that a torch.distributed
+script (DDP, ZeroRedundancyOptimizer, the collectives) runs on distml's engine:
+
+    import distml.torch
+    torch.distributed.init_process_group("distml")
 """
+import os
+
 import torch
+import torch.distributed
 
 import distml
+from distml import _c10d
+
+# Under mpirun (distml launch's mpi engine), torch.distributed's env:// rendezvous finds its
+# rank and world in mpirun's variables.
+for _ours, _mpiruns in (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                        ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")):
+    if _ours not in os.environ and _mpiruns in os.environ:
+        os.environ[_ours] = os.environ[_mpiruns]
+
+if "DISTML" not in torch.distributed.Backend._plugins:
+    torch.distributed.Backend.register_backend("distml", _c10d.create)
 
 
 def _tensors(source):

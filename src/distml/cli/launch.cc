@@ -523,6 +523,12 @@ int launch(const LaunchOptions& o) {
   }
   prepare_mpirun_environment();
   const bool across_hosts = !o.hosts.empty() || !o.hostfile.empty();
+  // Where a torch.distributed script's env:// rendezvous meets (the c10d backend "distml"
+  // and DDP's own): on this machine, a free port; across hosts the user names rank 0's host.
+  if (!across_hosts) {
+    ::setenv("MASTER_ADDR", "127.0.0.1", 0);
+    ::setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 0);
+  }
   return supervise(
       o, [&] { return run_mpirun(mpirun_command(o, cores(), ::geteuid() == 0), across_hosts); },
       [](const JobEnd&) { return 0; });

@@ -1,6 +1,6 @@
-// What the sharded readers share (internal to them): agreeing on errors, a rank's byte range
-// of a text file, its lines, and the class dictionary agreed over all ranks. The scheme is
-// described in sharded_reader.h.
+// What the sharded readers share (internal to them, and to the Python estimators, which take
+// labels as they do): agreeing on errors, a rank's byte range of a text file, its lines, and the
+// class dictionary agreed over all ranks. The scheme is described in sharded_reader.h.
 #pragma once
 
 #include <cstdint>

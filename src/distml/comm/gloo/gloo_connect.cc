@@ -116,25 +116,35 @@ void ignore_sigpipe() {
 }  // namespace
 
 std::unique_ptr<Engine> connect_engine(const std::string& file_store, Millis timeout) {
-  GroupSetup setup;
-  setup.size = env_int("WORLD_SIZE", "the number of ranks", 1, 1 << 20);
-  setup.rank = env_int("RANK", "this process's rank", 0, setup.size - 1);
-  setup.timeout = timeout;
-  setup.join_deadline = Deadline::after(timeout);
-  ignore_sigpipe();
+  const int size = env_int("WORLD_SIZE", "the number of ranks", 1, 1 << 20);
+  const int rank = env_int("RANK", "this process's rank", 0, size - 1);
+  c10::intrusive_ptr<c10d::Store> store;
   if (file_store.empty()) {
-    setup.store = tcp_store(setup.rank, setup.size, timeout);
-    // Rank 0 serves the store: it gives up last, so that the others can still read who is
-    // missing when their own deadline passes.
-    if (setup.rank == 0) setup.join_deadline.at += std::min<Millis>(timeout, Millis(2000));
+    store = tcp_store(rank, size, timeout);
   } else {
     try {
-      setup.store = c10::make_intrusive<c10d::FileStore>(file_store, setup.size);
+      store = c10::make_intrusive<c10d::FileStore>(file_store, size);
     } catch (const std::exception& e) {
       throw CommError(
           cat("gloo rendezvous: cannot use the file store '", file_store, "': ", message_of(e)));
     }
   }
+  // Rank 0 serves a TCPStore: it gives up last, so that the others can still read who is
+  // missing when their own deadline passes.
+  return connect_engine_over(std::move(store), rank, size, timeout,
+                             file_store.empty() && rank == 0);
+}
+
+std::unique_ptr<Engine> connect_engine_over(c10::intrusive_ptr<c10d::Store> store, int rank,
+                                            int size, Millis timeout, bool serves_store) {
+  GroupSetup setup;
+  setup.size = size;
+  setup.rank = rank;
+  setup.timeout = timeout;
+  setup.join_deadline = Deadline::after(timeout);
+  if (serves_store) setup.join_deadline.at += std::min<Millis>(timeout, Millis(2000));
+  ignore_sigpipe();
+  setup.store = std::move(store);
   setup.store->setTimeout(timeout);
   setup.device = default_device();
   for (int r = 0; r < setup.size; ++r) setup.world_ranks.push_back(r);
