@@ -11,8 +11,10 @@ script (DDP, ZeroRedundancyOptimizer, the collectives) runs on distml's engine:
     import distml.torch
     torch.distributed.init_process_group("distml")
 """
+import io
 import os
 
+import numpy as np
 import torch
 import torch.distributed
 
@@ -56,6 +58,27 @@ def broadcast_parameters(source, root=0, group=None):
                 t.copy_(staged)
 
 
+def broadcast_optimizer_state(optimizer, root=0, group=None):
+    """Overwrites, on every rank, the optimizer's state and hyper-parameters (its state_dict:
+    momentum buffers, step counts, learning rates) with root's, so that a job resumed on root
+    from a checkpoint continues alike everywhere. Works before the first step too, when the
+    other ranks have no state yet. `optimizer` may be a DistributedOptimizer."""
+    inner = optimizer.optimizer if isinstance(optimizer, DistributedOptimizer) else optimizer
+    comm = distml._comm(group)
+    payload = b""
+    if comm.rank == root:
+        buffer = io.BytesIO()
+        torch.save(inner.state_dict(), buffer)
+        payload = buffer.getvalue()
+    size = np.array([len(payload)], dtype=np.int64)
+    distml.broadcast(size, root, group=group)
+    data = np.frombuffer(payload, dtype=np.uint8).copy() if comm.rank == root else \
+        np.empty(int(size[0]), dtype=np.uint8)
+    distml.broadcast(data, root, group=group)
+    if comm.rank != root:
+        inner.load_state_dict(torch.load(io.BytesIO(data.tobytes())))
+
+
 class DistributedOptimizer:
     """Wraps a torch optimizer so that step() applies the gradient averaged over the ranks,
     as the C++ trainer's "allreduce" strategy does: the parameters are grouped into buckets by
@@ -69,7 +92,9 @@ class DistributedOptimizer:
         loss.backward(); opt.step(); opt.zero_grad()
 
     One backward per step (gradient accumulation is not offered yet). Other strategies are
-    refused, naming what is offered."""
+    refused, naming what is offered.
+
+    Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
                  group=None):
@@ -77,7 +102,9 @@ class DistributedOptimizer:
             raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
                                     '"allreduce" is')
         self.optimizer = optimizer
+        self._model = model
         self._group = group
+        self._joining = False  # inside join(): sums and a count of the ranks still training
         self._params = [p for p in model.parameters() if p.requires_grad]
         sizes = [p.numel() * p.element_size() for p in self._params]
         self._buckets = distml._distml.plan_buckets(sizes, int(first_bucket_mb * 2**20),
@@ -121,8 +148,8 @@ class DistributedOptimizer:
             g = self._params[i].grad
             flat[offset:offset + g.numel()].copy_(g.reshape(-1))
             offset += g.numel()
-        self._inflight.append((flat, distml.allreduce(flat, op="avg", group=self._group,
-                                                      async_op=True)))
+        self._inflight.append((flat, distml.allreduce(flat, op="sum" if self._joining else "avg",
+                                                      group=self._group, async_op=True)))
 
     def synchronize(self):
         """Waits for every bucket and writes the averaged gradients into .grad."""
@@ -131,14 +158,39 @@ class DistributedOptimizer:
                 f"step() after a backward that produced gradients for {self._launched} of "
                 f"{len(self._buckets)} buckets: every trained parameter needs a gradient "
                 "each step (or leave it out of the model's trained parameters)")
+        training = None
+        if self._joining:
+            training = self._count_training(1)
+            self._joined_steps += 1
         for b, (flat, handle) in enumerate(self._inflight):
             handle.wait()
+            if training is not None:
+                flat /= training  # the average over the ranks still training
             offset = 0
             for i in self._buckets[b]:
                 g = self._params[i].grad
                 g.copy_(flat[offset:offset + g.numel()].view_as(g))
                 offset += g.numel()
         self._reset()
+
+    def _count_training(self, mine):
+        """After this step's buckets: how many ranks still train (each passes 1 or 0)."""
+        count = np.array([float(mine)])
+        distml.allreduce(count, group=self._group)
+        return count[0]
+
+    def join(self):
+        """A context for ranks with different numbers of batches (no deadlock):
+
+            with opt.join():
+                for x, y in my_batches:          # as many as this rank has
+                    ...; loss.backward(); opt.step()
+
+        Inside, each step also counts the ranks still training, and the gradients are averaged
+        over them. A rank that leaves the loop takes part in the others' all-reduces with
+        zeros until every rank has left; then all ranks take the parameters and optimizer
+        state of a rank that trained the most steps, so that the replicas agree again."""
+        return _Join(self)
 
     def step(self, closure=None):
         self.synchronize()
@@ -156,3 +208,42 @@ class DistributedOptimizer:
 
     def load_state_dict(self, state):
         self.optimizer.load_state_dict(state)
+
+
+class _Join:
+    def __init__(self, optimizer):
+        self._opt = optimizer
+
+    def __enter__(self):
+        if self._opt._launched:
+            raise distml.UsageError("join() between a backward and its step()")
+        self._opt._joining = True
+        self._opt._joined_steps = 0
+        return self._opt
+
+    def __exit__(self, kind, error, trace):
+        opt = self._opt
+        try:
+            if kind is not None:
+                return False  # the others time out naming this rank, as for any failure
+            # Shadow the others' steps: the same buckets, in the same order, holding zeros
+            # (again each round: the all-reduce leaves the others' sum in them).
+            while True:
+                for flat in opt._flat:
+                    flat.zero_()
+                handles = [distml.allreduce(flat, op="sum", group=opt._group, async_op=True)
+                           for flat in opt._flat]
+                for handle in handles:
+                    handle.wait()
+                if opt._count_training(0) == 0:
+                    break
+            # A rank that trained the most steps (the lowest such) becomes everyone's state.
+            comm = distml._comm(opt._group)
+            key = np.array([opt._joined_steps * comm.size + (comm.size - 1 - comm.rank)], np.int64)
+            distml.allreduce(key, op="max", group=opt._group)
+            source = comm.size - 1 - int(key[0]) % comm.size
+            broadcast_parameters(opt._model, source, group=opt._group)
+            broadcast_optimizer_state(opt, source, group=opt._group)
+        finally:
+            opt._joining = False
+        return False
