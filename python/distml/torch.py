@@ -86,7 +86,8 @@ class DistributedOptimizer:
     first capped at first_bucket_mb so that communication starts early), and each bucket's
     all-reduce starts from a gradient hook during backward as soon as its gradients are in and
     the buckets before it have started (every rank starts them in the same order). step()
-    waits for them, writes the averages into .grad and steps the wrapped optimizer.
+    waits for them (each .grad is a view of its bucket, so it then holds the average) and
+    steps the wrapped optimizer.
 
         opt = distml.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model)
         loss.backward(); opt.step(); opt.zero_grad()
@@ -118,8 +119,20 @@ class DistributedOptimizer:
                                         "give the model one dtype")
             for i in members:
                 self._bucket_of[i] = b
-            self._flat.append(torch.empty(sum(self._params[i].numel() for i in members),
+            self._flat.append(torch.zeros(sum(self._params[i].numel() for i in members),
                                           dtype=dtypes.pop()))
+        # Each .grad is a view of its bucket's buffer (DDP's gradient_as_bucket_view): backward
+        # accumulates into it in place, and the all-reduce reads and writes it there, with no
+        # copy either way and no gradient allocated per step (a fresh 5 MB gradient per step
+        # doubled the MLP's backward, by page faults).
+        self._views = [None] * len(self._params)
+        for b, members in enumerate(self._buckets):
+            offset = 0
+            for i in members:
+                p = self._params[i]
+                self._views[i] = self._flat[b][offset:offset + p.numel()].view_as(p)
+                offset += p.numel()
+        self._attach_views()
         self._accumulators = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
@@ -142,17 +155,25 @@ class DistributedOptimizer:
                 self._launched += 1
         return hook
 
+    def _attach_views(self):
+        with torch.no_grad():
+            for p, view in zip(self._params, self._views):
+                if p.grad is not None and p.grad.data_ptr() != view.data_ptr():
+                    view.copy_(p.grad)
+                p.grad = view
+
     def _launch(self, b):
-        flat, offset = self._flat[b], 0
+        flat = self._flat[b]
         for i in self._buckets[b]:
-            g = self._params[i].grad
-            flat[offset:offset + g.numel()].copy_(g.reshape(-1))
-            offset += g.numel()
+            p, view = self._params[i], self._views[i]
+            if p.grad.data_ptr() != view.data_ptr():  # a gradient set to None or replaced
+                view.copy_(p.grad)
+                p.grad = view
         self._inflight.append((flat, distml.allreduce(flat, op="sum" if self._joining else "avg",
                                                       group=self._group, async_op=True)))
 
     def synchronize(self):
-        """Waits for every bucket and writes the averaged gradients into .grad."""
+        """Waits for every bucket: .grad then holds the averages."""
         if self._launched < len(self._buckets):
             raise distml.UsageError(
                 f"step() after a backward that produced gradients for {self._launched} of "
@@ -166,11 +187,6 @@ class DistributedOptimizer:
             handle.wait()
             if training is not None:
                 flat /= training  # the average over the ranks still training
-            offset = 0
-            for i in self._buckets[b]:
-                g = self._params[i].grad
-                g.copy_(flat[offset:offset + g.numel()].view_as(g))
-                offset += g.numel()
         self._reset()
 
     def _count_training(self, mine):
@@ -197,7 +213,11 @@ class DistributedOptimizer:
         return self.optimizer.step(closure)
 
     def zero_grad(self, set_to_none=False):
-        self.optimizer.zero_grad(set_to_none=set_to_none)
+        """Zeroes the gradients in place, whatever `set_to_none` says: they are views of the
+        buckets' buffers, which stay allocated for the whole run."""
+        for flat in self._flat:
+            flat.zero_()
+        self._attach_views()
 
     @property
     def param_groups(self):
