@@ -92,16 +92,32 @@ class DistributedOptimizer:
         opt = distml.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model)
         loss.backward(); opt.step(); opt.zero_grad()
 
-    One backward per step (gradient accumulation is not offered yet). Other strategies are
-    refused, naming what is offered.
+    strategy="local_sgd" (Lin et al. 2020) steps on the rank's own gradients and averages the
+    parameters every `period` steps (and the optimizer state with average_optimizer_state);
+    "post_local_sgd" is "allreduce" for the first `warmup_steps` steps, then "local_sgd" with
+    its first average `period` steps after the warm-up: the C++ strategies' protocols. One
+    backward per step (gradient accumulation is not offered yet). Other strategies are refused,
+    naming what is offered.
 
     Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
+    STRATEGIES = ("allreduce", "local_sgd", "post_local_sgd")
+
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
-                 group=None):
-        if strategy != "allreduce":
+                 group=None, period=8, warmup_steps=0, average_optimizer_state=False):
+        if strategy not in self.STRATEGIES:
             raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
-                                    '"allreduce" is')
+                                    f'one of {", ".join(self.STRATEGIES)}')
+        if strategy != "allreduce" and period < 1:
+            raise distml.UsageError(f"period must be at least 1 step, not {period}")
+        if strategy == "post_local_sgd" and warmup_steps < 0:
+            raise distml.UsageError(f"warmup_steps must be >= 0, not {warmup_steps}")
+        self.strategy = strategy
+        self._period = period
+        # Steps of synchronous all-reduce before local SGD (the C++ strategies' protocol).
+        self._warmup = {"allreduce": float("inf"), "local_sgd": 0}.get(strategy, warmup_steps)
+        self._average_state = average_optimizer_state
+        self._steps = 0
         self.optimizer = optimizer
         self._model = model
         self._group = group
@@ -146,8 +162,14 @@ class DistributedOptimizer:
         self._launched = 0
         self._inflight = []  # (flat buffer, handle) per launched bucket
 
+    def _syncing(self):
+        """Whether this step's gradients are averaged (else the step is local SGD's)."""
+        return self._steps < self._warmup
+
     def _ready_hook(self, i):
         def hook(*_):
+            if not self._syncing():
+                return
             b = self._bucket_of[i]
             self._missing[b] -= 1
             while self._launched < len(self._buckets) and self._missing[self._launched] == 0:
@@ -209,8 +231,26 @@ class DistributedOptimizer:
         return _Join(self)
 
     def step(self, closure=None):
-        self.synchronize()
-        return self.optimizer.step(closure)
+        if self._syncing():
+            self.synchronize()
+        result = self.optimizer.step(closure)
+        self._steps += 1
+        local = self._steps - self._warmup
+        if local > 0 and local % self._period == 0:
+            self.average_parameters()
+        return result
+
+    def average_parameters(self):
+        """Local SGD's average: every rank's parameters (and, with average_optimizer_state,
+        its optimizer's state tensors) replaced by their mean over the ranks. Collective."""
+        with torch.no_grad():
+            tensors = [p for p in self._params]
+            if self._average_state:
+                tensors += [t for p in self._params
+                            for t in self.optimizer.state.get(p, {}).values()
+                            if torch.is_tensor(t) and t.is_floating_point() and t.dim() > 0]
+            for t in tensors:
+                distml.allreduce(t.data, op="avg", group=self._group)
 
     def zero_grad(self, set_to_none=False):
         """Zeroes the gradients in place, whatever `set_to_none` says: they are views of the
@@ -237,6 +277,9 @@ class _Join:
     def __enter__(self):
         if self._opt._launched:
             raise distml.UsageError("join() between a backward and its step()")
+        if self._opt.strategy != "allreduce":
+            raise distml.UsageError(f'join() is offered with the "allreduce" strategy, not '
+                                    f'"{self._opt.strategy}"')
         self._opt._joining = True
         self._opt._joined_steps = 0
         return self._opt

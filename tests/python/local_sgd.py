@@ -1,0 +1,95 @@
+"""DistributedOptimizer with strategy local_sgd and post_local_sgd against one process that
+simulates every rank's replica.
+
+Rank r trains on its own batches. The reference keeps n replicas in one process: during
+post_local_sgd's warm-up each replica steps on the mean of all replicas' gradients; after it,
+each steps on its own and every `period` local steps the replicas' parameters (and momentum,
+with average_optimizer_state) are replaced by their mean. Float64; bound 1e-12: each average
+sums 3 values of order 1 (2 roundings of 1.1e-16), momentum 0.9 carries an error over at most
+10 steps, 9 steps: 2 x 1.1e-16 x 10 x 9 ~ 2e-14.
+"""
+import sys
+
+import torch
+
+import distml
+import distml.torch
+
+distml.init(timeout=60)
+r, n = distml.rank(), distml.size()
+torch.set_default_dtype(torch.float64)
+STEPS = 9
+CASES = [("local_sgd", dict(period=3)),
+         ("local_sgd", dict(period=2, average_optimizer_state=True)),
+         ("post_local_sgd", dict(period=2, warmup_steps=3))]
+
+
+def model():
+    torch.manual_seed(7)
+    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
+
+
+def sgd(net):
+    return torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+
+
+def batch(step, rank):
+    g = torch.Generator().manual_seed(1000 * rank + step)
+    return torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
+
+
+def loss_of(net, step, rank):
+    x, y = batch(step, rank)
+    return torch.nn.functional.mse_loss(net(x), y)
+
+
+def reference(options):
+    nets = [model() for _ in range(n)]
+    opts = [sgd(net) for net in nets]
+    warmup, period = options.get("warmup_steps", 0), options["period"]
+    for step in range(STEPS):
+        for q, (net, opt) in enumerate(zip(nets, opts)):
+            opt.zero_grad()
+            loss_of(net, step, q).backward()
+        if step < warmup:
+            with torch.no_grad():
+                for ps in zip(*(net.parameters() for net in nets)):
+                    mean = sum(p.grad for p in ps) / n
+                    for p in ps:
+                        p.grad.copy_(mean)
+        for opt in opts:
+            opt.step()
+        local = step + 1 - warmup
+        if local > 0 and local % period == 0:
+            with torch.no_grad():
+                groups = [list(zip(*(net.parameters() for net in nets)))]
+                if options.get("average_optimizer_state"):
+                    groups.append([tuple(o.state[p]["momentum_buffer"] for o, p in zip(opts, ps))
+                                   for ps in zip(*(net.parameters() for net in nets))])
+                for group in groups:
+                    for ts in group:
+                        mean = sum(ts) / n
+                        for t in ts:
+                            t.copy_(mean)
+    return nets[r]
+
+
+failures = []
+for strategy, options in CASES:
+    net = model()
+    opt = distml.torch.DistributedOptimizer(sgd(net), net, strategy=strategy, **options)
+    for step in range(STEPS):
+        opt.zero_grad()
+        loss_of(net, step, r).backward()
+        opt.step()
+    want = reference(options)
+    worst = max((a - b).abs().max().item() for a, b in zip(net.parameters(), want.parameters()))
+    if worst > 1e-12:
+        failures.append(f"{strategy} {options}: {worst:.3g} from the reference (bound 1e-12)")
+    apart = max((a - b).abs().max().item() for a, b in zip(want.parameters(), model().parameters()))
+    if apart < 1e-3:
+        failures.append(f"{strategy} {options}: the model did not train")
+if failures:
+    print(f"rank {r}: " + "; ".join(failures), file=sys.stderr)
+    sys.exit(1)
+print(f"rank {r}: local_sgd and post_local_sgd follow the simulated replicas")
