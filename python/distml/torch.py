@@ -264,10 +264,25 @@ class DistributedOptimizer:
         return self.optimizer.param_groups
 
     def state_dict(self):
-        return self.optimizer.state_dict()
+        """The wrapped optimizer's state_dict plus the strategy's own state under "distml"
+        (its name and the steps taken, which place local SGD's next average), for an exact
+        resume with load_state_dict."""
+        state = self.optimizer.state_dict()
+        state["distml"] = {"strategy": self.strategy, "steps": self._steps}
+        return state
 
     def load_state_dict(self, state):
+        state = dict(state)
+        ours = state.pop("distml", None)
+        if ours is None:
+            raise distml.UsageError("this state_dict has no \"distml\" entry: it is not a "
+                                    "DistributedOptimizer's (load a plain optimizer's into "
+                                    ".optimizer)")
+        if ours["strategy"] != self.strategy:
+            raise distml.UsageError(f'the state was saved with strategy "{ours["strategy"]}", '
+                                    f'this optimizer runs "{self.strategy}"')
         self.optimizer.load_state_dict(state)
+        self._steps = ours["steps"]
 
 
 class _Join:

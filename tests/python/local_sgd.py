@@ -1,5 +1,5 @@
 """DistributedOptimizer with strategy local_sgd and post_local_sgd against one process that
-simulates every rank's replica.
+simulates every rank's replica, and the exact resume of every strategy from state_dict().
 
 Rank r trains on its own batches. The reference keeps n replicas in one process: during
 post_local_sgd's warm-up each replica steps on the mean of all replicas' gradients; after it,
@@ -89,7 +89,29 @@ for strategy, options in CASES:
     apart = max((a - b).abs().max().item() for a, b in zip(want.parameters(), model().parameters()))
     if apart < 1e-3:
         failures.append(f"{strategy} {options}: the model did not train")
+# Exact resume: 4 steps, state_dict, a fresh model and optimizer that load it, 5 more steps:
+# bit for bit the 9 steps of one run (the next average falls where it would have).
+for strategy, options in CASES + [("allreduce", {})]:
+    runs = []
+    for stop in (None, 4):
+        net = model()
+        opt = distml.torch.DistributedOptimizer(sgd(net), net, strategy=strategy, **options)
+        for step in range(STEPS):
+            if step == stop:
+                saved = {"model": net.state_dict(), "optimizer": opt.state_dict()}
+                net = model()
+                opt = distml.torch.DistributedOptimizer(sgd(net), net, strategy=strategy,
+                                                        **options)
+                net.load_state_dict(saved["model"])
+                opt.load_state_dict(saved["optimizer"])
+            opt.zero_grad()
+            loss_of(net, step, r).backward()
+            opt.step()
+        runs.append(torch.cat([p.detach().reshape(-1) for p in net.parameters()]))
+    if not torch.equal(runs[0], runs[1]):
+        failures.append(f"{strategy} {options}: a resume at step 4 differs from one run by "
+                        f"{(runs[0] - runs[1]).abs().max().item():.3g}")
 if failures:
     print(f"rank {r}: " + "; ".join(failures), file=sys.stderr)
     sys.exit(1)
-print(f"rank {r}: local_sgd and post_local_sgd follow the simulated replicas")
+print(f"rank {r}: local_sgd and post_local_sgd follow the simulated replicas and resume exactly")
