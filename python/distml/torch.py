@@ -95,16 +95,17 @@ class DistributedOptimizer:
     strategy="local_sgd" (Lin et al. 2020) steps on the rank's own gradients and averages the
     parameters every `period` steps (and the optimizer state with average_optimizer_state);
     "post_local_sgd" is "allreduce" for the first `warmup_steps` steps, then "local_sgd" with
-    its first average `period` steps after the warm-up: the C++ strategies' protocols. One
+    its first average `period` steps after the warm-up; "easgd" pulls the replicas towards a
+    centre variable every `period` steps by `alpha`: the C++ strategies' protocols. One
     backward per step (gradient accumulation is not offered yet). Other strategies are refused,
     naming what is offered.
 
     Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
-    STRATEGIES = ("allreduce", "local_sgd", "post_local_sgd")
+    STRATEGIES = ("allreduce", "local_sgd", "post_local_sgd", "easgd")
 
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
-                 group=None, period=8, warmup_steps=0, average_optimizer_state=False):
+                 group=None, period=8, warmup_steps=0, average_optimizer_state=False, alpha=0.1):
         if strategy not in self.STRATEGIES:
             raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
                                     f'one of {", ".join(self.STRATEGIES)}')
@@ -112,10 +113,16 @@ class DistributedOptimizer:
             raise distml.UsageError(f"period must be at least 1 step, not {period}")
         if strategy == "post_local_sgd" and warmup_steps < 0:
             raise distml.UsageError(f"warmup_steps must be >= 0, not {warmup_steps}")
+        ranks = distml._comm(group).size
+        if strategy == "easgd" and not 0 < alpha * ranks <= 1:
+            raise distml.UsageError(f"easgd needs 0 < alpha x ranks <= 1 (alpha {alpha}, "
+                                    f"{ranks} ranks): beyond, the centre overshoots the mean")
         self.strategy = strategy
         self._period = period
         # Steps of synchronous all-reduce before local SGD (the C++ strategies' protocol).
-        self._warmup = {"allreduce": float("inf"), "local_sgd": 0}.get(strategy, warmup_steps)
+        self._warmup = {"allreduce": float("inf"), "post_local_sgd": warmup_steps}.get(strategy, 0)
+        self._alpha = alpha
+        self._centre = None  # easgd's centre variable, a copy on every rank
         self._average_state = average_optimizer_state
         self._steps = 0
         self.optimizer = optimizer
@@ -233,12 +240,27 @@ class DistributedOptimizer:
     def step(self, closure=None):
         if self._syncing():
             self.synchronize()
+        if self.strategy == "easgd" and self._centre is None:  # the start, before any step
+            self._centre = [p.detach().clone() for p in self._params]
         result = self.optimizer.step(closure)
         self._steps += 1
         local = self._steps - self._warmup
         if local > 0 and local % self._period == 0:
-            self.average_parameters()
+            self._elastic_update() if self.strategy == "easgd" else self.average_parameters()
         return result
+
+    def _elastic_update(self):
+        """EASGD (synchronous, Zhang et al. 2015), from the old values of both:
+        x_i <- x_i - alpha (x_i - centre),  centre <- centre + alpha N (mean of the x_i - centre).
+        The mean has the same bits everywhere, so the centre's copies stay equal."""
+        n = distml._comm(self._group).size
+        with torch.no_grad():
+            for p, centre in zip(self._params, self._centre):
+                mean = p.detach().clone()
+                distml.allreduce(mean, op="avg", group=self._group)
+                pull = self._alpha * (p - centre)
+                centre.add_(self._alpha * n * (mean - centre))
+                p.sub_(pull)
 
     def average_parameters(self):
         """Local SGD's average: every rank's parameters (and, with average_optimizer_state,
@@ -268,7 +290,8 @@ class DistributedOptimizer:
         (its name and the steps taken, which place local SGD's next average), for an exact
         resume with load_state_dict."""
         state = self.optimizer.state_dict()
-        state["distml"] = {"strategy": self.strategy, "steps": self._steps}
+        state["distml"] = {"strategy": self.strategy, "steps": self._steps,
+                           "centre": [c.clone() for c in self._centre or []] or None}
         return state
 
     def load_state_dict(self, state):
@@ -283,6 +306,7 @@ class DistributedOptimizer:
                                     f'this optimizer runs "{self.strategy}"')
         self.optimizer.load_state_dict(state)
         self._steps = ours["steps"]
+        self._centre = [c.clone() for c in ours["centre"]] if ours.get("centre") else None
 
 
 class _Join:

@@ -1,10 +1,12 @@
-"""DistributedOptimizer with strategy local_sgd and post_local_sgd against one process that
-simulates every rank's replica, and the exact resume of every strategy from state_dict().
+"""DistributedOptimizer with strategy local_sgd, post_local_sgd and easgd against one process
+that simulates every rank's replica (and easgd's centre), and the exact resume of every
+strategy from state_dict().
 
 Rank r trains on its own batches. The reference keeps n replicas in one process: during
 post_local_sgd's warm-up each replica steps on the mean of all replicas' gradients; after it,
 each steps on its own and every `period` local steps the replicas' parameters (and momentum,
-with average_optimizer_state) are replaced by their mean. Float64; bound 1e-12: each average
+with average_optimizer_state) are replaced by their mean, or, for easgd, pulled towards the
+centre, which moves towards their mean. Float64; bound 1e-12: each average
 sums 3 values of order 1 (2 roundings of 1.1e-16), momentum 0.9 carries an error over at most
 10 steps, 9 steps: 2 x 1.1e-16 x 10 x 9 ~ 2e-14.
 """
@@ -21,7 +23,8 @@ torch.set_default_dtype(torch.float64)
 STEPS = 9
 CASES = [("local_sgd", dict(period=3)),
          ("local_sgd", dict(period=2, average_optimizer_state=True)),
-         ("post_local_sgd", dict(period=2, warmup_steps=3))]
+         ("post_local_sgd", dict(period=2, warmup_steps=3)),
+         ("easgd", dict(period=2, alpha=0.2))]
 
 
 def model():
@@ -43,8 +46,9 @@ def loss_of(net, step, rank):
     return torch.nn.functional.mse_loss(net(x), y)
 
 
-def reference(options):
+def reference(strategy, options):
     nets = [model() for _ in range(n)]
+    centre = [p.detach().clone() for p in nets[0].parameters()]
     opts = [sgd(net) for net in nets]
     warmup, period = options.get("warmup_steps", 0), options["period"]
     for step in range(STEPS):
@@ -60,7 +64,16 @@ def reference(options):
         for opt in opts:
             opt.step()
         local = step + 1 - warmup
-        if local > 0 and local % period == 0:
+        if local > 0 and local % period == 0 and strategy == "easgd":
+            alpha = options["alpha"]
+            with torch.no_grad():
+                for c, ps in zip(centre, zip(*(net.parameters() for net in nets))):
+                    mean = sum(ps) / n
+                    pulls = [alpha * (p - c) for p in ps]
+                    c.add_(alpha * n * (mean - c))
+                    for p, pull in zip(ps, pulls):
+                        p.sub_(pull)
+        elif local > 0 and local % period == 0:
             with torch.no_grad():
                 groups = [list(zip(*(net.parameters() for net in nets)))]
                 if options.get("average_optimizer_state"):
@@ -82,7 +95,7 @@ for strategy, options in CASES:
         opt.zero_grad()
         loss_of(net, step, r).backward()
         opt.step()
-    want = reference(options)
+    want = reference(strategy, options)
     worst = max((a - b).abs().max().item() for a, b in zip(net.parameters(), want.parameters()))
     if worst > 1e-12:
         failures.append(f"{strategy} {options}: {worst:.3g} from the reference (bound 1e-12)")
@@ -114,4 +127,5 @@ for strategy, options in CASES + [("allreduce", {})]:
 if failures:
     print(f"rank {r}: " + "; ".join(failures), file=sys.stderr)
     sys.exit(1)
-print(f"rank {r}: local_sgd and post_local_sgd follow the simulated replicas and resume exactly")
+print(f"rank {r}: local_sgd, post_local_sgd and easgd follow the simulated replicas; "
+      "every strategy resumes exactly")
