@@ -20,6 +20,7 @@ import torch.distributed
 
 import distml
 from distml import _c10d
+from distml._zero import ZeroShard
 
 # Under mpirun (distml launch's mpi engine), torch.distributed's env:// rendezvous finds its
 # rank and world in mpirun's variables.
@@ -94,6 +95,8 @@ class DistributedOptimizer:
 
     strategy="local_sgd" (Lin et al. 2020) steps on the rank's own gradients and averages the
     parameters every `period` steps (and the optimizer state with average_optimizer_state);
+    "zero" (stage=1 or 2) shards the optimizer state (and in stage 2 the averaged gradient)
+    over the ranks, ZeRO's way (distml/_zero.py); its state_dict is each rank's own shard.
     "post_local_sgd" is "allreduce" for the first `warmup_steps` steps, then "local_sgd" with
     its first average `period` steps after the warm-up; "easgd" pulls the replicas towards a
     centre variable every `period` steps by `alpha`: the C++ strategies' protocols. One
@@ -102,10 +105,11 @@ class DistributedOptimizer:
 
     Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
-    STRATEGIES = ("allreduce", "local_sgd", "post_local_sgd", "easgd")
+    STRATEGIES = ("allreduce", "zero", "local_sgd", "post_local_sgd", "easgd")
 
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
-                 group=None, period=8, warmup_steps=0, average_optimizer_state=False, alpha=0.1):
+                 group=None, period=8, warmup_steps=0, average_optimizer_state=False, alpha=0.1,
+                 stage=1):
         if strategy not in self.STRATEGIES:
             raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
                                     f'one of {", ".join(self.STRATEGIES)}')
@@ -120,7 +124,8 @@ class DistributedOptimizer:
         self.strategy = strategy
         self._period = period
         # Steps of synchronous all-reduce before local SGD (the C++ strategies' protocol).
-        self._warmup = {"allreduce": float("inf"), "post_local_sgd": warmup_steps}.get(strategy, 0)
+        self._warmup = {"allreduce": float("inf"), "zero": float("inf"),
+                        "post_local_sgd": warmup_steps}.get(strategy, 0)
         self._alpha = alpha
         self._centre = None  # easgd's centre variable, a copy on every rank
         self._average_state = average_optimizer_state
@@ -142,8 +147,10 @@ class DistributedOptimizer:
                                         "give the model one dtype")
             for i in members:
                 self._bucket_of[i] = b
-            self._flat.append(torch.zeros(sum(self._params[i].numel() for i in members),
-                                          dtype=dtypes.pop()))
+            elements = sum(self._params[i].numel() for i in members)
+            if strategy == "zero":  # padded to equal blocks, one a rank
+                elements = -(-elements // ranks) * ranks
+            self._flat.append(torch.zeros(elements, dtype=dtypes.pop()))
         # Each .grad is a view of its bucket's buffer (DDP's gradient_as_bucket_view): backward
         # accumulates into it in place, and the all-reduce reads and writes it there, with no
         # copy either way and no gradient allocated per step (a fresh 5 MB gradient per step
@@ -156,6 +163,7 @@ class DistributedOptimizer:
                 self._views[i] = self._flat[b][offset:offset + p.numel()].view_as(p)
                 offset += p.numel()
         self._attach_views()
+        self._zero = ZeroShard(self, stage) if strategy == "zero" else None
         self._accumulators = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
@@ -198,8 +206,13 @@ class DistributedOptimizer:
             if p.grad.data_ptr() != view.data_ptr():  # a gradient set to None or replaced
                 view.copy_(p.grad)
                 p.grad = view
-        self._inflight.append((flat, distml.allreduce(flat, op="sum" if self._joining else "avg",
-                                                      group=self._group, async_op=True)))
+        if self._zero is not None and self._zero.stage == 2:  # straight into the shard
+            _, handle = distml.reduce_scatter(flat, out=self._zero.grad_block(b), op="avg",
+                                              group=self._group, async_op=True)
+        else:
+            handle = distml.allreduce(flat, op="sum" if self._joining else "avg",
+                                      group=self._group, async_op=True)
+        self._inflight.append((flat, handle))
 
     def synchronize(self):
         """Waits for every bucket: .grad then holds the averages."""
@@ -242,6 +255,12 @@ class DistributedOptimizer:
             self.synchronize()
         if self.strategy == "easgd" and self._centre is None:  # the start, before any step
             self._centre = [p.detach().clone() for p in self._params]
+        if self._zero is not None:
+            if closure is not None:
+                raise distml.UsageError("zero steps its shard: step() takes no closure")
+            self._zero.step()
+            self._steps += 1
+            return None
         result = self.optimizer.step(closure)
         self._steps += 1
         local = self._steps - self._warmup
@@ -291,7 +310,8 @@ class DistributedOptimizer:
         resume with load_state_dict."""
         state = self.optimizer.state_dict()
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
-                           "centre": [c.clone() for c in self._centre or []] or None}
+                           "centre": [c.clone() for c in self._centre or []] or None,
+                           "zero": self._zero.state_dict() if self._zero else None}
         return state
 
     def load_state_dict(self, state):
@@ -307,6 +327,8 @@ class DistributedOptimizer:
         self.optimizer.load_state_dict(state)
         self._steps = ours["steps"]
         self._centre = [c.clone() for c in ours["centre"]] if ours.get("centre") else None
+        if self._zero is not None:
+            self._zero.load_state_dict(ours["zero"])
 
 
 class _Join:

@@ -104,7 +104,7 @@ for strategy, options in CASES:
         failures.append(f"{strategy} {options}: the model did not train")
 # Exact resume: 4 steps, state_dict, a fresh model and optimizer that load it, 5 more steps:
 # bit for bit the 9 steps of one run (the next average falls where it would have).
-for strategy, options in CASES + [("allreduce", {})]:
+for strategy, options in CASES + [("allreduce", {}), ("zero", dict(stage=2))]:
     runs = []
     for stop in (None, 4):
         net = model()
