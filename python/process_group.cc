@@ -102,7 +102,14 @@ comm::ReduceOp reduce_op(const c10d::ReduceOp& op) {
   }
 }
 
-// `tensors` (each like `like`) as one flat tensor, in order: the staging buffer of the
+// An all-reduce with c10d's operation and the algorithm `auto` picks.
+comm::AllreduceOptions reducing(const c10d::ReduceOp& op) {
+  comm::AllreduceOptions o;
+  o.op = reduce_op(op);
+  return o;
+}
+
+// Room for `count` tensors like `like`, one after another: the staging buffer of the
 // list forms of allgather, gather, scatter, reduce_scatter and alltoall.
 at::Tensor flat_like(const at::Tensor& like, std::size_t count) {
   check_dense_cpu(like);
@@ -270,18 +277,15 @@ ProcessGroupDistml::WorkPtr ProcessGroupDistml::broadcast(Tensors& tensors,
 ProcessGroupDistml::WorkPtr ProcessGroupDistml::allreduce(Tensors& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   const auto& t = single(tensors, "allreduce");
-  comm::AllreduceOptions o;
-  o.op = reduce_op(opts.reduceOp);
-  return started(c10d::OpType::ALLREDUCE, comm_->iallreduce(buffer(t), o), tensors);
+  return started(c10d::OpType::ALLREDUCE, comm_->iallreduce(buffer(t), reducing(opts.reduceOp)),
+                 tensors);
 }
 
 ProcessGroupDistml::WorkPtr ProcessGroupDistml::allreduce_coalesced(
     Tensors& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   if (tensors.empty()) throw UsageError("distml backend allreduce_coalesced: no tensors");
   at::Tensor flat = concatenated(tensors);
-  comm::AllreduceOptions o;
-  o.op = reduce_op(opts.reduceOp);
-  auto work = comm_->iallreduce(buffer(flat), o);
+  auto work = comm_->iallreduce(buffer(flat), reducing(opts.reduceOp));
   return started(c10d::OpType::ALLREDUCE_COALESCED, std::move(work), tensors,
                  [flat, tensors]() mutable { copy_out(flat, tensors); });
 }
@@ -290,9 +294,8 @@ ProcessGroupDistml::WorkPtr ProcessGroupDistml::allreduce_coalesced(
 ProcessGroupDistml::WorkPtr ProcessGroupDistml::reduce(Tensors& tensors,
                                                        const c10d::ReduceOptions& opts) {
   const auto& t = single(tensors, "reduce");
-  comm::AllreduceOptions o;
-  o.op = reduce_op(opts.reduceOp);
-  return started(c10d::OpType::REDUCE, comm_->iallreduce(buffer(t), o), tensors);
+  return started(c10d::OpType::REDUCE, comm_->iallreduce(buffer(t), reducing(opts.reduceOp)),
+                 tensors);
 }
 
 ProcessGroupDistml::WorkPtr ProcessGroupDistml::allgather(std::vector<Tensors>& outputs,
