@@ -93,15 +93,15 @@ class DistributedOptimizer:
         opt = distml.torch.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1), model)
         loss.backward(); opt.step(); opt.zero_grad()
 
-    strategy="local_sgd" (Lin et al. 2020) steps on the rank's own gradients and averages the
-    parameters every `period` steps (and the optimizer state with average_optimizer_state);
-    "zero" (stage=1 or 2) shards the optimizer state (and in stage 2 the averaged gradient)
-    over the ranks, ZeRO's way (distml/_zero.py); its state_dict is each rank's own shard.
-    "post_local_sgd" is "allreduce" for the first `warmup_steps` steps, then "local_sgd" with
-    its first average `period` steps after the warm-up; "easgd" pulls the replicas towards a
-    centre variable every `period` steps by `alpha`: the C++ strategies' protocols. One
-    backward per step (gradient accumulation is not offered yet). Other strategies are refused,
-    naming what is offered.
+    The other strategies follow the C++ strategies' protocols: "zero" (stage=1 or 2) shards the
+    optimizer state (and in stage 2 the averaged gradient) over the ranks, ZeRO's way
+    (distml/_zero.py; its state_dict is each rank's own shard); "local_sgd" (Lin et al. 2020)
+    steps on the rank's own gradients and averages the parameters every `period` steps (and the
+    optimizer state with average_optimizer_state); "post_local_sgd" is "allreduce" for the
+    first `warmup_steps` steps, then "local_sgd" with its first average `period` steps after
+    the warm-up; "easgd" pulls the replicas towards a centre variable every `period` steps by
+    `alpha`. One backward per step (gradient accumulation is not offered yet). Other strategies
+    are refused, naming what is offered.
 
     Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
@@ -154,7 +154,7 @@ class DistributedOptimizer:
         # Each .grad is a view of its bucket's buffer (DDP's gradient_as_bucket_view): backward
         # accumulates into it in place, and the all-reduce reads and writes it there, with no
         # copy either way and no gradient allocated per step (a fresh 5 MB gradient per step
-        # doubled the MLP's backward, by page faults).
+        # doubled the MLP's backward).
         self._views = [None] * len(self._params)
         for b, members in enumerate(self._buckets):
             offset = 0
@@ -265,7 +265,10 @@ class DistributedOptimizer:
         self._steps += 1
         local = self._steps - self._warmup
         if local > 0 and local % self._period == 0:
-            self._elastic_update() if self.strategy == "easgd" else self.average_parameters()
+            if self.strategy == "easgd":
+                self._elastic_update()
+            else:
+                self.average_parameters()
         return result
 
     def _elastic_update(self):
@@ -306,8 +309,8 @@ class DistributedOptimizer:
 
     def state_dict(self):
         """The wrapped optimizer's state_dict plus the strategy's own state under "distml"
-        (its name and the steps taken, which place local SGD's next average), for an exact
-        resume with load_state_dict."""
+        (its name, the steps taken, which place local SGD's next average, EASGD's centre and
+        ZeRO's shard), for an exact resume with load_state_dict."""
         state = self.optimizer.state_dict()
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
                            "centre": [c.clone() for c in self._centre or []] or None,
