@@ -1,7 +1,12 @@
+// distml._c10d: the "distml" backend's ProcessGroup, a subclass of torch.distributed's, and
+// its creator, which distml/torch.py registers with Backend.register_backend. A module of its
+// own, so that `import distml` does not load torch. One file with the class, since compiling
+// c10d's headers twice cost half a minute of the build.
 #include "process_group.h"
 
 #include <ATen/ATen.h>
 #include <ATen/core/ivalue.h>
+#include <pybind11/chrono.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdlib>
@@ -9,7 +14,7 @@
 #include <string>
 
 #include "distml/comm/engines.h"
-#include "distml/comm/gloo/gloo_connect.h"
+#include "distml/comm/gloo/gloo_store_connect.h"
 #include "distml/core/error.h"
 
 namespace distml::python {
@@ -417,3 +422,26 @@ ProcessGroupDistml::WorkPtr ProcessGroupDistml::barrier(const c10d::BarrierOptio
 }
 
 }  // namespace distml::python
+
+namespace py = pybind11;
+
+// torch's Python classes hold their objects by c10::intrusive_ptr (as its own bindings say).
+PYBIND11_DECLARE_HOLDER_TYPE(T, c10::intrusive_ptr<T>, true);
+
+PYBIND11_MODULE(_c10d, m) {
+  using distml::python::ProcessGroupDistml;
+  m.doc() = "the distml backend of torch.distributed (import distml.torch, not this module)";
+  // torch.distributed's classes must be registered before a subclass can name its base.
+  const py::object base = py::module_::import("torch.distributed").attr("ProcessGroup");
+  py::class_<ProcessGroupDistml, c10::intrusive_ptr<ProcessGroupDistml>>(m, "ProcessGroupDistml",
+                                                                         base);
+  m.def(
+      "create",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout) {
+        py::gil_scoped_release unlocked;  // the rendezvous waits for the other ranks
+        return ProcessGroupDistml::create(store, rank, size, timeout);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      "A distml process group of rank `rank` of `size` meeting through `store`.");
+}

@@ -15,6 +15,7 @@
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include "distml/comm/gloo/gloo_engine.h"
+#include "distml/comm/gloo/gloo_store_connect.h"
 
 namespace distml::comm::gloo {
 namespace {
