@@ -33,10 +33,14 @@ ml::LocalData local_data(const Rows& x) {
   return d;
 }
 
-// Labels as text with where each came from, for assign_labels' messages.
-ml::shard::RawLabels raw_labels(const std::vector<std::string>& labels, std::size_t rows) {
+void check_label_count(const std::vector<std::string>& labels, std::size_t rows) {
   if (labels.size() != rows)
     throw UsageError(cat("y has ", labels.size(), " labels for ", rows, " rows of X"));
+}
+
+// Labels as text with where each came from, for assign_labels' messages.
+ml::shard::RawLabels raw_labels(const std::vector<std::string>& labels, std::size_t rows) {
+  check_label_count(labels, rows);
   ml::shard::RawLabels raw;
   raw.values = labels;
   for (std::size_t i = 0; i < labels.size(); ++i) raw.origins.push_back(cat("y[", i, "]"));
@@ -103,7 +107,8 @@ class Estimator {
       } else {
         d.num_classes = static_cast<std::int64_t>(classes_.size());
         d.class_names = classes_;
-        for (const auto& label : raw_labels(*labels, d.rows).values) {
+        check_label_count(*labels, d.rows);
+        for (const auto& label : *labels) {
           const auto at = std::find(classes_.begin(), classes_.end(), label);
           d.y.push_back(at - classes_.begin());  // == size(): never predicted
         }

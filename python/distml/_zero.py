@@ -30,6 +30,19 @@ class ZeroShard:
         options = {k: v for k, v in groups[0].items() if k != "params"}
         self.private = type(owner.optimizer)([self.shard], **options)
         self._owner = owner
+        # Views made once: bucket b's block in the shard and in its gradient, and each
+        # parameter's place in its bucket's gathered values (the layout of owner._flat).
+        starts = [sum(self.blocks[:b]) for b in range(len(self.blocks))]
+        self._shard_blocks = [self.shard[s:s + n] for s, n in zip(starts, self.blocks)]
+        self._grad_blocks = [self.shard.grad[s:s + n] for s, n in zip(starts, self.blocks)]
+        self._value_views = []  # (parameter, its view in values[b]) per bucket
+        for b, members in enumerate(owner._buckets):
+            offset, views = 0, []
+            for i in members:
+                p = owner._params[i]
+                views.append((p, self.values[b][offset:offset + p.numel()].view_as(p)))
+                offset += p.numel()
+            self._value_views.append(views)
 
     def _own(self, tensor, b):
         """This rank's block of bucket b's padded `tensor`."""
@@ -37,43 +50,32 @@ class ZeroShard:
 
     def grad_block(self, b):
         """Where bucket b's block of the averaged gradient lives in the shard's gradient."""
-        start = sum(self.blocks[:b])
-        return self.shard.grad[start:start + self.blocks[b]]
-
-    def _shard_block(self, b):
-        start = sum(self.blocks[:b])
-        return self.shard[start:start + self.blocks[b]]
+        return self._grad_blocks[b]
 
     def step(self):
         """After the buckets are averaged: step the shard, all-gather it into the model."""
         owner = self._owner
         with torch.no_grad():
-            for b, members in enumerate(owner._buckets):
+            for b in range(len(owner._buckets)):
                 if self.stage == 1:
-                    self.grad_block(b).copy_(self._own(owner._flat[b], b))
+                    self._grad_blocks[b].copy_(self._own(owner._flat[b], b))
                 # The model is the one source of truth: the shard starts from its values.
-                offset = 0
-                for i in members:
-                    p = owner._params[i]
-                    self.values[b][offset:offset + p.numel()].copy_(p.reshape(-1))
-                    offset += p.numel()
-                self._shard_block(b).copy_(self._own(self.values[b], b))
+                for p, view in self._value_views[b]:
+                    view.copy_(p)
+                self._shard_blocks[b].copy_(self._own(self.values[b], b))
             # The wrapped optimizer's options at every step, so that a schedule reaches it.
             for key, value in owner.optimizer.param_groups[0].items():
                 if key != "params":
                     self.private.param_groups[0][key] = value
             self.private.step()
-            handles = [distml.allgather(self._shard_block(b),
+            handles = [distml.allgather(self._shard_blocks[b],
                                         out=self.values[b].view(self.ranks, self.blocks[b]),
                                         group=owner._group, async_op=True)[1]
                        for b in range(len(owner._buckets))]
-            for b, members in enumerate(owner._buckets):
-                handles[b].wait()
-                offset = 0
-                for i in members:
-                    p = owner._params[i]
-                    p.copy_(self.values[b][offset:offset + p.numel()].view_as(p))
-                    offset += p.numel()
+            for b, handle in enumerate(handles):
+                handle.wait()
+                for p, view in self._value_views[b]:
+                    p.copy_(view)
 
     def state_dict(self):
         return {"ranks": self.ranks, "shard_optimizer": self.private.state_dict()}

@@ -15,17 +15,13 @@ import torch
 
 import distml
 import distml.torch
+from tiny_mlp import model
 
 distml.init(timeout=60)
 r, n = distml.rank(), distml.size()
 torch.set_default_dtype(torch.float64)
 COUNTS = [5, 2, 4]
 failures = []
-
-
-def model():
-    torch.manual_seed(7)
-    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
 
 
 def batch(step, rank):

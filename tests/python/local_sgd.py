@@ -16,6 +16,7 @@ import torch
 
 import distml
 import distml.torch
+from tiny_mlp import model
 
 distml.init(timeout=60)
 r, n = distml.rank(), distml.size()
@@ -25,11 +26,6 @@ CASES = [("local_sgd", dict(period=3)),
          ("local_sgd", dict(period=2, average_optimizer_state=True)),
          ("post_local_sgd", dict(period=2, warmup_steps=3)),
          ("easgd", dict(period=2, alpha=0.2))]
-
-
-def model():
-    torch.manual_seed(7)
-    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
 
 
 def sgd(net):

@@ -14,20 +14,11 @@ import torch
 
 import distml
 import distml.torch
+from tiny_mlp import model, batch
 
 distml.init(timeout=60)
 r, n = distml.rank(), distml.size()
 torch.set_default_dtype(torch.float64)
-
-
-def model():
-    torch.manual_seed(7)
-    return torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
-
-
-def batch(step):
-    g = torch.Generator().manual_seed(100 + step)
-    return torch.randn(12, 6, generator=g), torch.randn(12, 3, generator=g)
 
 
 OPTIMIZERS = {"sgd": lambda ps: torch.optim.SGD(ps, lr=0.1, momentum=0.9),
