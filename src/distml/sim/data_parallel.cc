@@ -32,9 +32,6 @@ train::BucketPlan profile_buckets(const Profile& profile, const AllreduceOptions
                              static_cast<std::size_t>(options.bucket_bytes));
 }
 
-// Steps replayed at most, on links with a burst, before the last one is taken as every step's.
-constexpr int kMaxSteps = 200;
-
 StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOptions& options,
                                       const Cluster& cluster) {
   const double slow = compute_slowdown(profile, cluster);
@@ -130,7 +127,7 @@ StepPrediction predict_allreduce_step(const Profile& profile, const AllreduceOpt
   // the first step is every step.
   Links links(cluster);
   double step_start = 0, links_busy_until = 0;
-  for (int step = 0; step < kMaxSteps; ++step) {
+  for (int step = 0; step < kMaxReplayedSteps; ++step) {
     const auto tokens_at_start = links.tokens();
     double free_at = 0;  // the communication thread, from the step's start
     out.comm_s = 0;

@@ -7,11 +7,6 @@
 #include "distml/train/strategies/gossip_strategy.h"
 
 namespace distml::sim {
-namespace {
-
-constexpr int kMaxSteps = 200;  // steps replayed at most to reach the links' steady state
-
-}  // namespace
 
 StepPrediction predict_gossip_step(const Profile& profile, const std::string& topology,
                                    const Cluster& cluster) {
@@ -40,7 +35,7 @@ StepPrediction predict_gossip_step(const Profile& profile, const std::string& to
     for (int d : offsets) round.messages.push_back({r, ((r + d) % world + world) % world, bytes});
   const double start_s = profile.data_s * slow;
   Links links(cluster);
-  for (int step = 0; step < kMaxSteps; ++step) {
+  for (int step = 0; step < kMaxReplayedSteps; ++step) {
     const auto tokens = links.tokens();
     const double on_links = links.send({round});
     out.comm_s = on_links + k * cluster.p2p_overhead_s;

@@ -46,6 +46,10 @@ double rounds_s(const std::vector<Round>& rounds, const Cluster& cluster);
 /// round's bytes go at once as far as a NIC's tokens reach, the rest at the rate; the tokens
 /// then refill for the round's time. Time without traffic (idle) refills them too. Without a
 /// burst every round takes round_s.
+/// Steps a replay runs at most on links with a burst before it takes the last step as every
+/// step's (the tokens reach their steady state well within it).
+constexpr int kMaxReplayedSteps = 200;
+
 class Links {
  public:
   explicit Links(const Cluster& cluster);  // the buckets full
