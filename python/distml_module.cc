@@ -10,6 +10,7 @@
 #include "communicator_binding.h"
 #include "distml/comm/engines.h"
 #include "distml/core/error.h"
+#include "distml/data/sharded_sampler.h"
 #include "distml/train/bucket_planner.h"
 
 namespace py = pybind11;
@@ -48,7 +49,7 @@ PYBIND11_MODULE(_distml, m) {
   py::register_exception<ConfigError>(m, "ConfigError", usage.ptr());
   auto comm_error = py::register_exception<CommError>(m, "CommError", error.ptr());
   py::register_exception<TimeoutError>(m, "TimeoutError", comm_error.ptr());
-  (void)usage;
+  py::register_exception<DataError>(m, "DataError", error.ptr());
 
   py::class_<Handle>(m, "Handle", "An operation in flight: wait() for it, test() without waiting.")
       .def("wait", &Handle::wait,
@@ -85,6 +86,16 @@ PYBIND11_MODULE(_distml, m) {
       py::arg("param_bytes"), py::arg("first_cap"), py::arg("cap"),
       "The C++ trainer's buckets (train/bucket_planner.h): parameter indices per bucket, in the "
       "order they are reduced.");
+  py::class_<data::ShardedSampler>(m, "ShardedSampler",
+                                   "The C++ trainer's sampler (data/sharded_sampler.h).")
+      .def(py::init<std::size_t, int, int, std::size_t, std::uint64_t, bool>(),
+           py::arg("dataset_size"), py::arg("world_size"), py::arg("rank"),
+           py::arg("batch_per_rank"), py::arg("seed"), py::arg("drop_last"))
+      .def("steps_per_epoch", &data::ShardedSampler::steps_per_epoch)
+      .def(
+          "indices",
+          py::overload_cast<std::uint64_t, std::size_t>(&data::ShardedSampler::indices, py::const_),
+          py::arg("epoch"), py::arg("step"));
   python::bind_estimators(m);
   m.def("connect", &python::connect, py::arg("timeout_s"), py::arg("stall_warn_s"),
         "Joins the world that `distml launch` started (comm::connect).");

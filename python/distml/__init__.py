@@ -23,6 +23,7 @@ from ._distml import (  # noqa: F401  (re-exported)
     CommError,
     Communicator,
     ConfigError,
+    DataError,
     Error,
     Handle,
     TimeoutError,
@@ -32,8 +33,9 @@ from . import _distml
 
 __all__ = [
     "init", "is_initialized", "world", "rank", "size", "local_rank", "allreduce", "broadcast",
-    "allgather", "reduce_scatter", "alltoall", "barrier", "split", "Communicator", "Handle",
-    "Error", "CommError", "TimeoutError", "UsageError", "ConfigError",
+    "allgather", "reduce_scatter", "alltoall", "barrier", "split", "ShardedSampler",
+    "Communicator", "Handle", "Error", "CommError", "TimeoutError", "UsageError", "ConfigError",
+    "DataError",
 ]
 
 _world = None
@@ -175,3 +177,39 @@ def split(color, key=0, group=None):
     """The ranks that pass the same color form a group, ordered by key then rank; a negative
     color joins none (returns None). Every rank of `group` (the world by default) must call it."""
     return _comm(group).split(color, key)
+
+
+class ShardedSampler:
+    """This rank's batches, as the C++ trainer takes them (docs/training.md, "One step"): each
+    epoch's order is a shuffle of range(dataset_size) by (seed, epoch), step t owns the window
+    [t G, (t+1) G) of it, G = batch_size x ranks, and rank r takes the window's r-th block of
+    batch_size; the last incomplete window is dropped. So N ranks with batch b see what one
+    rank with batch N b sees, whatever N, and a Python run sees the rows `distml train` would.
+    A batch sampler for torch's DataLoader:
+
+        sampler = distml.ShardedSampler(len(dataset), batch_size=32, seed=1)
+        loader = torch.utils.data.DataLoader(dataset, batch_sampler=sampler)
+        for epoch in range(epochs):
+            sampler.set_epoch(epoch)
+            for x, y in loader: ...
+    """
+
+    def __init__(self, dataset_size, batch_size, seed=1, group=None, drop_last=True):
+        c = _comm(group)
+        self._sampler = _distml.ShardedSampler(int(dataset_size), c.size, c.rank,
+                                               int(batch_size), int(seed), bool(drop_last))
+        self.epoch = 0
+
+    def set_epoch(self, epoch):
+        self.epoch = int(epoch)
+
+    def __len__(self):
+        return self._sampler.steps_per_epoch()
+
+    def indices(self, epoch, step):
+        """This rank's rows at (epoch, step)."""
+        return self._sampler.indices(epoch, step)
+
+    def __iter__(self):
+        for step in range(len(self)):
+            yield self._sampler.indices(self.epoch, step)

@@ -130,6 +130,7 @@ class DistributedOptimizer:
         self._centre = None  # easgd's centre variable, a copy on every rank
         self._average_state = average_optimizer_state
         self._steps = 0
+        self._apart = set()  # what differs between replicas: "params", "state" (local steps)
         self.optimizer = optimizer
         self._model = model
         self._group = group
@@ -264,6 +265,8 @@ class DistributedOptimizer:
         result = self.optimizer.step(closure)
         self._steps += 1
         local = self._steps - self._warmup
+        if local > 0:
+            self._apart = {"params", "state"}
         if local > 0 and local % self._period == 0:
             if self.strategy == "easgd":
                 self._elastic_update()
@@ -287,14 +290,35 @@ class DistributedOptimizer:
     def average_parameters(self):
         """Local SGD's average: every rank's parameters (and, with average_optimizer_state,
         its optimizer's state tensors) replaced by their mean over the ranks. Collective."""
+        self._average(self._params + (self._state_tensors() if self._average_state else []))
+        self._apart -= {"params", "state"} if self._average_state else {"params"}
+
+    def _state_tensors(self):
+        """The optimizer's per-parameter state tensors (momentum, Adam's moments; not the
+        step counts), as the C++ strategies average them."""
+        return [t for p in self._params for t in self.optimizer.state.get(p, {}).values()
+                if torch.is_tensor(t) and t.is_floating_point() and t.dim() > 0]
+
+    def _average(self, tensors):
         with torch.no_grad():
-            tensors = [p for p in self._params]
-            if self._average_state:
-                tensors += [t for p in self._params
-                            for t in self.optimizer.state.get(p, {}).values()
-                            if torch.is_tensor(t) and t.is_floating_point() and t.dim() > 0]
             for t in tensors:
                 distml.allreduce(t.data, op="avg", group=self._group)
+
+    def reconcile(self):
+        """Collective: every replica becomes the one model the run stands for, as the C++
+        trainer's strategies make it before evaluating, saving or exporting: for local_sgd and
+        post_local_sgd the replicas' average, of the parameters and the optimizer state; for
+        easgd the centre, with the optimizer state averaged. Nothing where the replicas never
+        differ (allreduce, zero, a warm-up). Call it before evaluating or saving the model."""
+        if self.strategy == "easgd" and self._apart:
+            with torch.no_grad():
+                for p, centre in zip(self._params, self._centre):
+                    p.copy_(centre)
+            self._average(self._state_tensors())
+        else:
+            self._average((self._params if "params" in self._apart else []) +
+                          (self._state_tensors() if "state" in self._apart else []))
+        self._apart = set()
 
     def zero_grad(self, set_to_none=False):
         """Zeroes the gradients in place, whatever `set_to_none` says: they are views of the
@@ -309,10 +333,11 @@ class DistributedOptimizer:
 
     def state_dict(self):
         """The wrapped optimizer's state_dict plus the strategy's own state under "distml"
-        (its name, the steps taken, which place local SGD's next average, EASGD's centre and
-        ZeRO's shard), for an exact resume with load_state_dict."""
+        (its name, the steps taken, which place local SGD's next average, whether the replicas
+        differ, EASGD's centre and ZeRO's shard), for an exact resume with load_state_dict."""
         state = self.optimizer.state_dict()
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
+                           "apart": sorted(self._apart),
                            "centre": [c.clone() for c in self._centre or []] or None,
                            "zero": self._zero.state_dict() if self._zero else None}
         return state
@@ -329,6 +354,7 @@ class DistributedOptimizer:
                                     f'this optimizer runs "{self.strategy}"')
         self.optimizer.load_state_dict(state)
         self._steps = ours["steps"]
+        self._apart = set(ours.get("apart", []))
         self._centre = [c.clone() for c in ours["centre"]] if ours.get("centre") else None
         if self._zero is not None:
             self._zero.load_state_dict(ours["zero"])

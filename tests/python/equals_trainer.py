@@ -1,0 +1,156 @@
+"""A Python training loop (distml.ShardedSampler + distml.torch.DistributedOptimizer) against
+`distml train` on the same rows, model and hyper-parameters, strategy by strategy.
+
+usage: equals_trainer.py DISTML
+
+This driver writes a CSV of 48 rows (6 features, 3 classes) and a scripted 6-8-3 MLP, and for
+each world size and strategy runs `distml train --engine local` exporting the reconciled
+weights. Then one `distml launch --engine gloo` per world size runs this script's worker side,
+which trains the same module on the same rows for the same steps with each strategy, calls
+reconcile() and writes its weights. The two must be one model: the trainer's float64 run
+against the Python run in float64.
+
+The bound. Both sides compute the same float64 arithmetic on the same rows: mean cross-entropy
+gradients averaged over the ranks, SGD with momentum, the strategies' averages. They may differ
+in the order of the sums (libtorch's kernels for a batch of 4 rows against the same kernels
+called from Python, the engines' reduction order): each gradient element sums at most
+4 rows x 8 inputs (~32 terms), each rounding by 2^-53 ~ 1.1e-16 of a value of order 1; a
+rank-average adds 3 terms; momentum 0.9 carries an error into 1/(1-0.9) = 10 later steps, and
+8 steps add theirs: ~35 x 1.1e-16 x 10 x 8 ~ 3e-13, so the bound is 1e-12. Any difference in
+the protocol (a sampler row, an average at another step, the optimizer state left apart)
+moves the weights by the order of lr x gradient ~ 1e-2.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import torch
+
+ROWS, BATCH, STEPS, SEED = 48, 4, 8, 5
+# (world size, strategy, ZeRO stage): 8 steps cross an epoch at both sizes (6 and 4 steps
+# each); period 3, warm-up 3 and alpha 0.2 put local SGD's and EASGD's exchanges mid-epoch
+# and leave the replicas apart at the end (8 - 0 and 8 - 3 are not multiples of 3).
+CASES = [(2, "allreduce", 1), (2, "zero", 2), (2, "post_local_sgd", 1), (2, "easgd", 1),
+         (3, "allreduce", 1), (3, "zero", 1), (3, "local_sgd", 1)]
+PERIOD, WARMUP, ALPHA, LR, MOMENTUM = 3, 3, 0.2, 0.1, 0.9
+BOUND = 1e-12  # see the docstring
+
+
+def tag(np_, strategy, stage):
+    return f"np{np_}_{strategy}_stage{stage}"
+
+
+def write_inputs(folder):
+    """Features k/16 are exact in float32 (the CSV reader's type) and float64."""
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-16, 17, (ROWS, 6), generator=g) / 16.0
+    y = torch.randint(0, 3, (ROWS,), generator=g)
+    with open(os.path.join(folder, "train.csv"), "w") as f:
+        f.write(",".join(f"f{i}" for i in range(6)) + ",label\n")
+        for row, label in zip(x.tolist(), y.tolist()):
+            f.write(",".join(repr(v) for v in row) + f",{label}\n")
+    torch.manual_seed(11)
+    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
+    torch.jit.script(net).save(os.path.join(folder, "model.pt"))
+    with open(os.path.join(folder, "run.toml"), "w") as f:
+        f.write(f"""[data]
+dataset = "csv"
+path = "{folder}/train.csv"
+test_path = "{folder}/train.csv"
+[model]
+name = "torchscript"
+path = "{folder}/model.pt"
+[optim]
+name = "sgd"
+lr = {LR}
+momentum = {MOMENTUM}
+[train]
+batch_size = {BATCH}
+max_steps = {STEPS}
+seed = {SEED}
+dtype = "float64"
+log_every = 100
+[strategy]
+period = {PERIOD}
+warmup_steps = {WARMUP}
+alpha = {ALPHA}
+""")
+    return x, y
+
+
+def drive(distml_bin):
+    with tempfile.TemporaryDirectory() as folder:
+        write_inputs(folder)
+        for np_, strategy, stage in CASES:
+            subprocess.run([distml_bin, "train", "--config", f"{folder}/run.toml", "--np",
+                            str(np_), "--engine", "local", "--set", f"strategy.name={strategy}",
+                            "--set", f"strategy.stage={stage}", "--set",
+                            f"train.export={folder}/cpp_{tag(np_, strategy, stage)}.pt"],
+                           check=True, stdout=subprocess.DEVNULL)
+        for np_ in sorted({c[0] for c in CASES}):
+            subprocess.run([distml_bin, "launch", "-n", str(np_), "--engine", "gloo", "--",
+                            sys.executable, __file__, "--worker", folder], check=True)
+        start = torch.jit.load(f"{folder}/model.pt").state_dict()
+        failed = False
+        for case in CASES:
+            name = tag(*case)
+            cpp = torch.load(f"{folder}/cpp_{name}.pt")
+            py = torch.load(f"{folder}/py_{name}.pt")
+            if sorted(cpp) != sorted(py):
+                print(f"{name}: the trainer exported {sorted(cpp)}, Python {sorted(py)}")
+                failed = True
+                continue
+            worst = max((cpp[k].double() - py[k]).abs().max().item() for k in cpp)
+            moved = max((cpp[k].double() - start[k].double()).abs().max().item() for k in cpp)
+            ok = worst <= BOUND and moved > 1e-3
+            failed = failed or not ok
+            print(f"{name}: largest difference {worst:.3g} (bound {BOUND:g}), "
+                  f"moved {moved:.3g}: {'ok' if ok else 'FAILED'}")
+        sys.exit(1 if failed else 0)
+
+
+def work(folder):
+    import distml
+    import distml.torch
+    distml.init(timeout=60)
+    torch.set_default_dtype(torch.float64)
+    x, y = load_rows(folder)
+    for np_, strategy, stage in CASES:
+        if np_ != distml.size():
+            continue
+        net = torch.jit.load(f"{folder}/model.pt").double()
+        opt = distml.torch.DistributedOptimizer(
+            torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM), net, strategy=strategy,
+            period=PERIOD, warmup_steps=WARMUP, alpha=ALPHA, stage=stage)
+        sampler = distml.ShardedSampler(ROWS, BATCH, seed=SEED)
+        steps, epoch = 0, 0
+        while steps < STEPS:
+            sampler.set_epoch(epoch)
+            for rows in sampler:
+                if steps == STEPS:
+                    break
+                rows = torch.tensor(rows, dtype=torch.long)
+                loss = torch.nn.functional.cross_entropy(net(x[rows]), y[rows])
+                opt.zero_grad()
+                loss.backward()
+                opt.step()
+                steps += 1
+            epoch += 1
+        opt.reconcile()
+        if distml.rank() == 0:
+            torch.save(net.state_dict(), f"{folder}/py_{tag(np_, strategy, stage)}.pt")
+
+
+def load_rows(folder):
+    """The CSV as the trainer reads it: float32 features (exact here), widened to float64."""
+    rows = [line.strip().split(",") for line in open(f"{folder}/train.csv").readlines()[1:]]
+    x = torch.tensor([[float(v) for v in r[:-1]] for r in rows], dtype=torch.float64)
+    return x, torch.tensor([int(r[-1]) for r in rows])
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "--worker":
+        work(sys.argv[2])
+    else:
+        drive(sys.argv[1])
