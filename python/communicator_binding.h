@@ -148,6 +148,25 @@ class Comm {
     auto [i, o] = pair(in, out, dtype);
     return {comm_->ialltoall(i.const_buffer(), o.buffer()), py::make_tuple(in, out)};
   }
+  // Point-to-point: the receive names the sender and tag, and has the sent message's size.
+  void send(const py::buffer& x, int dst, int tag, const std::string& dtype) {
+    View v(x, false, dtype);
+    py::gil_scoped_release unlocked;
+    comm_->send(v.const_buffer(), dst, tag);
+  }
+  Handle send_async(const py::buffer& x, int dst, int tag, const std::string& dtype) {
+    View v(x, false, dtype);
+    return {comm_->isend(v.const_buffer(), dst, tag), x};
+  }
+  void recv(const py::buffer& x, int src, int tag, const std::string& dtype) {
+    View v(x, true, dtype);
+    py::gil_scoped_release unlocked;
+    comm_->recv(v.buffer(), src, tag);
+  }
+  Handle recv_async(const py::buffer& x, int src, int tag, const std::string& dtype) {
+    View v(x, true, dtype);
+    return {comm_->irecv(v.buffer(), src, tag), x};
+  }
   void barrier() {
     py::gil_scoped_release unlocked;
     comm_->barrier();

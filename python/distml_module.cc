@@ -12,12 +12,14 @@
 #include "distml/core/error.h"
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/bucket_planner.h"
+#include "distml/train/strategies/gossip_strategy.h"
 
 namespace py = pybind11;
 
 namespace distml::python {
 
 void bind_estimators(py::module_& m);  // estimators.cc
+void bind_compressor(py::module_& m);  // compressor_binding.cc
 
 namespace {
 
@@ -75,6 +77,10 @@ PYBIND11_MODULE(_distml, m) {
       .def("reduce_scatter_async", &Comm::reduce_scatter_async)
       .def("alltoall", &Comm::alltoall)
       .def("alltoall_async", &Comm::alltoall_async)
+      .def("send", &Comm::send)
+      .def("send_async", &Comm::send_async)
+      .def("recv", &Comm::recv)
+      .def("recv_async", &Comm::recv_async)
       .def("barrier", &Comm::barrier)
       .def("split", &Comm::split, py::arg("color"), py::arg("key"));
 
@@ -96,7 +102,16 @@ PYBIND11_MODULE(_distml, m) {
           "indices",
           py::overload_cast<std::uint64_t, std::size_t>(&data::ShardedSampler::indices, py::const_),
           py::arg("epoch"), py::arg("step"));
+  m.def(
+      "gossip_offsets",
+      [](const std::string& topology, int world) {
+        return train::gossip_offsets(train::parse_gossip_topology(topology), world);
+      },
+      py::arg("topology"), py::arg("world"),
+      "The C++ gossip strategy's neighbours (train/strategies/gossip_strategy.h): rank r sends "
+      "to r + d and receives from r - d, mod the world, for each offset d.");
   python::bind_estimators(m);
+  python::bind_compressor(m);
   m.def("connect", &python::connect, py::arg("timeout_s"), py::arg("stall_warn_s"),
         "Joins the world that `distml launch` started (comm::connect).");
 }

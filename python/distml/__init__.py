@@ -10,8 +10,9 @@ Start a script under the launcher, which says to every rank where the others are
     distml.allreduce(x)              # in place: every rank now holds 3.0 (1 + 2)
 
 Arrays are NumPy arrays or CPU torch tensors, contiguous, of float32, float64, float16,
-bfloat16 (torch), int32, int64 or uint8; nothing is copied. Each collective has an *_async
-form that returns a Handle (wait(), test()); the arrays must not change until it is done.
+bfloat16 (torch), int32, int64 or uint8; nothing is copied. Each collective (and send, recv)
+has an async form that returns a Handle (wait(), test()); the arrays must not change until it
+is done.
 The GIL is released while a call waits, so Python threads go on. Errors are distml.Error and
 its kinds: CommError, TimeoutError (naming the ranks that did not arrive), UsageError and
 ConfigError (ValueErrors). docs/python.md has the whole API.
@@ -33,9 +34,9 @@ from . import _distml
 
 __all__ = [
     "init", "is_initialized", "world", "rank", "size", "local_rank", "allreduce", "broadcast",
-    "allgather", "reduce_scatter", "alltoall", "barrier", "split", "ShardedSampler",
-    "Communicator", "Handle", "Error", "CommError", "TimeoutError", "UsageError", "ConfigError",
-    "DataError",
+    "allgather", "reduce_scatter", "alltoall", "send", "recv", "barrier", "split",
+    "ShardedSampler", "Communicator", "Handle", "Error", "CommError", "TimeoutError",
+    "UsageError", "ConfigError", "DataError",
 ]
 
 _world = None
@@ -91,7 +92,8 @@ def _array(x):
         if x.dtype == torch.bfloat16:
             return x.detach().view(torch.int16).numpy(), "bf16"
         return x.detach().numpy(), ""
-    raise UsageError(f"cannot communicate a {type(x).__name__}: pass a NumPy array or a torch tensor")
+    raise UsageError(f"cannot communicate a {type(x).__name__}: pass a NumPy array or a torch "
+                     "tensor")
 
 
 def _like(x, shape):
@@ -167,6 +169,18 @@ def alltoall(x, out=None, group=None, async_op=False):
         raise UsageError(f"alltoall: the first dimension ({x.shape[0]}) is not a multiple of "
                          f"the {n} ranks")
     return _gathered(x, out, tuple(x.shape), "alltoall", group, async_op)
+
+
+def send(x, dst, tag=0, group=None, async_op=False):
+    """Sends x to rank dst, whose receive names this rank and `tag` (0 to 2^20 - 1) and has
+    x's size. Returns x, or a Handle with async_op (x must stay unchanged until it is done)."""
+    return _in_place("send", x, group, async_op, dst, tag)
+
+
+def recv(x, src, tag=0, group=None, async_op=False):
+    """Receives into x what rank src sends with `tag`; the message must have x's size. Returns
+    x, or a Handle with async_op."""
+    return _in_place("recv", x, group, async_op, src, tag)
 
 
 def barrier(group=None):

@@ -20,7 +20,11 @@ import torch.distributed
 
 import distml
 from distml import _c10d
+from distml._compression import Compression, flatten, unflatten_into
 from distml._zero import ZeroShard
+
+# Gossip's messages: tag + the offset's index, as the C++ strategy numbers them.
+_GOSSIP_TAG = 0x6055
 
 # Under mpirun (distml launch's mpi engine), torch.distributed's env:// rendezvous finds its
 # rank and world in mpirun's variables.
@@ -100,16 +104,21 @@ class DistributedOptimizer:
     optimizer state with average_optimizer_state); "post_local_sgd" is "allreduce" for the
     first `warmup_steps` steps, then "local_sgd" with its first average `period` steps after
     the warm-up; "easgd" pulls the replicas towards a centre variable every `period` steps by
-    `alpha`. One backward per step (gradient accumulation is not offered yet). Other strategies
+    `alpha`; "gossip" (D-PSGD) mixes each rank's parameters with its neighbours' in `topology`
+    (ring, exponential, complete) every step, the exchange starting with backward.
+    `compression` (a compressor's name, or a dict of docs/training.md's compress.* keys: name,
+    ratio, levels, rank, error_feedback, warmup_steps, seed) runs the C++ trainer's compressors
+    under allreduce, local_sgd and post_local_sgd (distml/_compression.py). One backward per
+    step (gradient accumulation is not offered yet). Other strategies
     are refused, naming what is offered.
 
     Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
-    STRATEGIES = ("allreduce", "zero", "local_sgd", "post_local_sgd", "easgd")
+    STRATEGIES = ("allreduce", "zero", "local_sgd", "post_local_sgd", "easgd", "gossip")
 
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
                  group=None, period=8, warmup_steps=0, average_optimizer_state=False, alpha=0.1,
-                 stage=1):
+                 stage=1, topology="ring", compression=None):
         if strategy not in self.STRATEGIES:
             raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
                                     f'one of {", ".join(self.STRATEGIES)}')
@@ -134,6 +143,9 @@ class DistributedOptimizer:
         self.optimizer = optimizer
         self._model = model
         self._group = group
+        self._offsets = distml._distml.gossip_offsets(topology, ranks) \
+            if strategy == "gossip" else []
+        self._exchange = None  # gossip's transfers in flight: (sent, received, handles)
         self._joining = False  # inside join(): sums and a count of the ranks still training
         self._params = [p for p in model.parameters() if p.requires_grad]
         sizes = [p.numel() * p.element_size() for p in self._params]
@@ -144,8 +156,8 @@ class DistributedOptimizer:
         for b, members in enumerate(self._buckets):
             dtypes = {self._params[i].dtype for i in members}
             if len(dtypes) > 1:
-                raise distml.UsageError(f"bucket {b} mixes parameters of {sorted(map(str, dtypes))}: "
-                                        "give the model one dtype")
+                raise distml.UsageError(f"bucket {b} mixes parameters of "
+                                        f"{sorted(map(str, dtypes))}: give the model one dtype")
             for i in members:
                 self._bucket_of[i] = b
             elements = sum(self._params[i].numel() for i in members)
@@ -165,6 +177,8 @@ class DistributedOptimizer:
                 offset += p.numel()
         self._attach_views()
         self._zero = ZeroShard(self, stage) if strategy == "zero" else None
+        self._compression = None if compression in (None, "none") else \
+            Compression(self, compression)
         self._accumulators = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
@@ -185,9 +199,13 @@ class DistributedOptimizer:
     def _ready_hook(self, i):
         def hook(*_):
             if not self._syncing():
+                if self._offsets and self._exchange is None:
+                    self._start_exchange()  # the first gradient: the parameters are this step's
                 return
             b = self._bucket_of[i]
             self._missing[b] -= 1
+            if self._compressing():
+                return  # reduced after backward, bucket by bucket
             while self._launched < len(self._buckets) and self._missing[self._launched] == 0:
                 self._launch(self._launched)
                 self._launched += 1
@@ -200,13 +218,21 @@ class DistributedOptimizer:
                     view.copy_(p.grad)
                 p.grad = view
 
-    def _launch(self, b):
-        flat = self._flat[b]
+    def _compressing(self):
+        return self._compression is not None and \
+            self._compression.compresses_gradients(self._steps)
+
+    def _gather_grads(self, b):
+        """Bucket b's gradients into its buffer, where one was set to None or replaced."""
         for i in self._buckets[b]:
             p, view = self._params[i], self._views[i]
-            if p.grad.data_ptr() != view.data_ptr():  # a gradient set to None or replaced
+            if p.grad.data_ptr() != view.data_ptr():
                 view.copy_(p.grad)
                 p.grad = view
+
+    def _launch(self, b):
+        flat = self._flat[b]
+        self._gather_grads(b)
         if self._zero is not None and self._zero.stage == 2:  # straight into the shard
             _, handle = distml.reduce_scatter(flat, out=self._zero.grad_block(b), op="avg",
                                               group=self._group, async_op=True)
@@ -217,11 +243,17 @@ class DistributedOptimizer:
 
     def synchronize(self):
         """Waits for every bucket: .grad then holds the averages."""
-        if self._launched < len(self._buckets):
+        complete = sum(missing == 0 for missing in self._missing)
+        if complete < len(self._buckets):
             raise distml.UsageError(
-                f"step() after a backward that produced gradients for {self._launched} of "
+                f"step() after a backward that produced gradients for {complete} of "
                 f"{len(self._buckets)} buckets: every trained parameter needs a gradient "
                 "each step (or leave it out of the model's trained parameters)")
+        if self._compressing():
+            comm = distml._comm(self._group)
+            for b, flat in enumerate(self._flat):
+                self._gather_grads(b)
+                self._compression.reduce_bucket(flat, b, self._steps + 1, comm)
         training = None
         if self._joining:
             training = self._count_training(1)
@@ -262,17 +294,54 @@ class DistributedOptimizer:
             self._zero.step()
             self._steps += 1
             return None
+        if self._offsets and self._exchange is None:  # a step without gradient hooks
+            self._start_exchange()
+        if self._compression is not None and self._steps >= self._warmup:
+            self._compression.before_local_steps(self._params)
         result = self.optimizer.step(closure)
         self._steps += 1
         local = self._steps - self._warmup
         if local > 0:
             self._apart = {"params", "state"}
-        if local > 0 and local % self._period == 0:
+        if self.strategy == "gossip":
+            self._mix()
+        elif local > 0 and local % self._period == 0:
             if self.strategy == "easgd":
                 self._elastic_update()
             else:
                 self.average_parameters()
         return result
+
+    def _start_exchange(self):
+        """Gossip's exchange (the C++ protocol, train/strategies/gossip_strategy.h): a flat copy
+        of this rank's parameters to every out-neighbour r + d, a receive from every
+        in-neighbour r - d; it runs while backward and the update go on."""
+        comm = distml._comm(self._group)
+        n, r = comm.size, comm.rank
+        sent = flatten(self._params)
+        received, handles = [], []
+        for k, d in enumerate(self._offsets):
+            received.append(torch.empty_like(sent))
+            handles.append(distml.recv(received[-1], (r - d) % n, _GOSSIP_TAG + k,
+                                       group=self._group, async_op=True))
+            handles.append(distml.send(sent, (r + d) % n, _GOSSIP_TAG + k, group=self._group,
+                                       async_op=True))
+        self._exchange = (sent, received, handles)
+
+    def _mix(self):
+        """x_i <- w x_i + sum_d w x_(i-d) + this step's update, w = 1 / (1 + neighbours)."""
+        if self._exchange is None:  # one rank
+            return
+        sent, received, handles = self._exchange
+        for handle in handles:
+            handle.wait()
+        self._exchange = None
+        w = 1.0 / (1 + len(self._offsets))
+        x = flatten(self._params)
+        x.sub_(sent).add_(sent, alpha=w)
+        for y in received:
+            x.add_(y, alpha=w)
+        unflatten_into(x, self._params)
 
     def _elastic_update(self):
         """EASGD (synchronous, Zhang et al. 2015), from the old values of both:
@@ -290,7 +359,13 @@ class DistributedOptimizer:
     def average_parameters(self):
         """Local SGD's average: every rank's parameters (and, with average_optimizer_state,
         its optimizer's state tensors) replaced by their mean over the ranks. Collective."""
-        self._average(self._params + (self._state_tensors() if self._average_state else []))
+        if self._compression is not None:
+            self._compression.average_parameters(self, self._steps - self._warmup,
+                                                 distml._comm(self._group))
+        else:
+            self._average(self._params)
+        if self._average_state:
+            self._average(self._state_tensors())
         self._apart -= {"params", "state"} if self._average_state else {"params"}
 
     def _state_tensors(self):
@@ -306,8 +381,9 @@ class DistributedOptimizer:
 
     def reconcile(self):
         """Collective: every replica becomes the one model the run stands for, as the C++
-        trainer's strategies make it before evaluating, saving or exporting: for local_sgd and
-        post_local_sgd the replicas' average, of the parameters and the optimizer state; for
+        trainer's strategies make it before evaluating, saving or exporting: for local_sgd,
+        post_local_sgd and gossip the replicas' average, of the parameters and the optimizer
+        state (what drifted since the last average); for
         easgd the centre, with the optimizer state averaged. Nothing where the replicas never
         differ (allreduce, zero, a warm-up). Call it before evaluating or saving the model."""
         if self.strategy == "easgd" and self._apart:
@@ -318,6 +394,8 @@ class DistributedOptimizer:
         else:
             self._average((self._params if "params" in self._apart else []) +
                           (self._state_tensors() if "state" in self._apart else []))
+            if "params" in self._apart and self._compression is not None:
+                self._compression.averaged_exactly(self._params)
         self._apart = set()
 
     def zero_grad(self, set_to_none=False):
@@ -339,7 +417,9 @@ class DistributedOptimizer:
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
                            "apart": sorted(self._apart),
                            "centre": [c.clone() for c in self._centre or []] or None,
-                           "zero": self._zero.state_dict() if self._zero else None}
+                           "zero": self._zero.state_dict() if self._zero else None,
+                           "compression": self._compression.state_dict()
+                           if self._compression else None}
         return state
 
     def load_state_dict(self, state):
@@ -358,6 +438,11 @@ class DistributedOptimizer:
         self._centre = [c.clone() for c in ours["centre"]] if ours.get("centre") else None
         if self._zero is not None:
             self._zero.load_state_dict(ours["zero"])
+        if self._compression is not None:
+            if not ours.get("compression"):
+                raise distml.UsageError("the state was saved without compression, and this "
+                                        "optimizer compresses")
+            self._compression.load_state_dict(ours["compression"])
 
 
 class _Join:
@@ -370,6 +455,9 @@ class _Join:
         if self._opt.strategy != "allreduce":
             raise distml.UsageError(f'join() is offered with the "allreduce" strategy, not '
                                     f'"{self._opt.strategy}"')
+        if self._opt._compression is not None:
+            raise distml.UsageError("join() does not take compression: the compressors "
+                                    "average over every rank, join() over those still training")
         self._opt._joining = True
         self._opt._joined_steps = 0
         return self._opt

@@ -4,8 +4,8 @@
 usage: equals_trainer.py DISTML
 
 This driver writes a CSV of 48 rows (6 features, 3 classes) and a scripted 6-8-3 MLP, and for
-each world size and strategy runs `distml train --engine local` exporting the reconciled
-weights. Then one `distml launch --engine gloo` per world size runs this script's worker side,
+each world size, strategy and compressor runs `distml train --engine local` exporting the
+reconciled weights. Then one `distml launch --engine gloo` per world size runs this script's worker side,
 which trains the same module on the same rows for the same steps with each strategy, calls
 reconcile() and writes its weights. The two must be one model: the trainer's float64 run
 against the Python run in float64.
@@ -16,9 +16,12 @@ in the order of the sums (libtorch's kernels for a batch of 4 rows against the s
 called from Python, the engines' reduction order): each gradient element sums at most
 4 rows x 8 inputs (~32 terms), each rounding by 2^-53 ~ 1.1e-16 of a value of order 1; a
 rank-average adds 3 terms; momentum 0.9 carries an error into 1/(1-0.9) = 10 later steps, and
-8 steps add theirs: ~35 x 1.1e-16 x 10 x 8 ~ 3e-13, so the bound is 1e-12. Any difference in
-the protocol (a sampler row, an average at another step, the optimizer state left apart)
-moves the weights by the order of lr x gradient ~ 1e-2.
+8 steps add theirs: ~35 x 1.1e-16 x 10 x 8 ~ 3e-13, so the bound is 1e-12. The compressors
+are the same C++ code on both sides, given gradients that differ by that rounding: top-k
+could pick another element only at a near-tie of two magnitudes within ~1e-16 of each other,
+and would then fail loudly rather than pass wrongly. Any difference in the protocol (a
+sampler row, an average at another step, the optimizer state left apart, a compressor's
+draws) moves the weights by the order of lr x gradient ~ 1e-2.
 """
 import os
 import subprocess
@@ -28,17 +31,37 @@ import tempfile
 import torch
 
 ROWS, BATCH, STEPS, SEED = 48, 4, 8, 5
-# (world size, strategy, ZeRO stage): 8 steps cross an epoch at both sizes (6 and 4 steps
+# (world size, strategy, options): 8 steps cross an epoch at both sizes (6 and 4 steps
 # each); period 3, warm-up 3 and alpha 0.2 put local SGD's and EASGD's exchanges mid-epoch
-# and leave the replicas apart at the end (8 - 0 and 8 - 3 are not multiples of 3).
-CASES = [(2, "allreduce", 1), (2, "zero", 2), (2, "post_local_sgd", 1), (2, "easgd", 1),
-         (3, "allreduce", 1), (3, "zero", 1), (3, "local_sgd", 1)]
+# and leave the replicas apart at the end (8 - 0 and 8 - 3 are not multiples of 3). The
+# compressors that take float64; topk's compress.warmup_steps 1 under post_local_sgd runs
+# both of its compressors (the buckets' in the warm-up, the model's after it).
+CASES = [(2, "allreduce", {}), (2, "zero", {"stage": 2}), (2, "post_local_sgd", {}),
+         (2, "easgd", {}), (3, "allreduce", {}), (3, "zero", {"stage": 1}), (3, "local_sgd", {}),
+         (2, "gossip", {}), (3, "gossip", {}),
+         (2, "allreduce", {"compression": {"name": "topk", "ratio": 0.25}}),
+         (3, "allreduce", {"compression": {"name": "powersgd", "rank": 1}}),
+         (3, "local_sgd", {"compression": {"name": "randomk", "ratio": 0.5}}),
+         (2, "post_local_sgd", {"compression": {"name": "topk", "ratio": 0.25,
+                                                "warmup_steps": 1}})]
 PERIOD, WARMUP, ALPHA, LR, MOMENTUM = 3, 3, 0.2, 0.1, 0.9
 BOUND = 1e-12  # see the docstring
 
 
-def tag(np_, strategy, stage):
-    return f"np{np_}_{strategy}_stage{stage}"
+def describe(case):
+    np_, strategy, options = case
+    return f"np{np_} {strategy} {options}"
+
+
+def cli_overrides(options):
+    """`distml train`'s --set for the Python options."""
+    sets = []
+    for key, value in options.items():
+        if key == "compression":
+            sets += [f"compress.{k}={v}" for k, v in value.items()]
+        else:
+            sets.append(f"strategy.{key}={value}")
+    return [arg for s in sets for arg in ("--set", s)]
 
 
 def write_inputs(folder):
@@ -82,21 +105,20 @@ alpha = {ALPHA}
 def drive(distml_bin):
     with tempfile.TemporaryDirectory() as folder:
         write_inputs(folder)
-        for np_, strategy, stage in CASES:
+        for i, (np_, strategy, options) in enumerate(CASES):
             subprocess.run([distml_bin, "train", "--config", f"{folder}/run.toml", "--np",
                             str(np_), "--engine", "local", "--set", f"strategy.name={strategy}",
-                            "--set", f"strategy.stage={stage}", "--set",
-                            f"train.export={folder}/cpp_{tag(np_, strategy, stage)}.pt"],
-                           check=True, stdout=subprocess.DEVNULL)
+                            "--set", f"train.export={folder}/cpp_{i}.pt"] +
+                           cli_overrides(options), check=True, stdout=subprocess.DEVNULL)
         for np_ in sorted({c[0] for c in CASES}):
             subprocess.run([distml_bin, "launch", "-n", str(np_), "--engine", "gloo", "--",
                             sys.executable, __file__, "--worker", folder], check=True)
         start = torch.jit.load(f"{folder}/model.pt").state_dict()
         failed = False
-        for case in CASES:
-            name = tag(*case)
-            cpp = torch.load(f"{folder}/cpp_{name}.pt")
-            py = torch.load(f"{folder}/py_{name}.pt")
+        for i, case in enumerate(CASES):
+            name = describe(case)
+            cpp = torch.load(f"{folder}/cpp_{i}.pt")
+            py = torch.load(f"{folder}/py_{i}.pt")
             if sorted(cpp) != sorted(py):
                 print(f"{name}: the trainer exported {sorted(cpp)}, Python {sorted(py)}")
                 failed = True
@@ -116,13 +138,15 @@ def work(folder):
     distml.init(timeout=60)
     torch.set_default_dtype(torch.float64)
     x, y = load_rows(folder)
-    for np_, strategy, stage in CASES:
+    for i, (np_, strategy, options) in enumerate(CASES):
         if np_ != distml.size():
             continue
         net = torch.jit.load(f"{folder}/model.pt").double()
+        if "compression" in options:  # the trainer's compressors draw from train.seed
+            options = dict(options, compression=dict(options["compression"], seed=SEED))
         opt = distml.torch.DistributedOptimizer(
             torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM), net, strategy=strategy,
-            period=PERIOD, warmup_steps=WARMUP, alpha=ALPHA, stage=stage)
+            period=PERIOD, warmup_steps=WARMUP, alpha=ALPHA, **options)
         sampler = distml.ShardedSampler(ROWS, BATCH, seed=SEED)
         steps, epoch = 0, 0
         while steps < STEPS:
@@ -139,7 +163,7 @@ def work(folder):
             epoch += 1
         opt.reconcile()
         if distml.rank() == 0:
-            torch.save(net.state_dict(), f"{folder}/py_{tag(np_, strategy, stage)}.pt")
+            torch.save(net.state_dict(), f"{folder}/py_{i}.pt")
 
 
 def load_rows(folder):

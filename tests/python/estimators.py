@@ -75,7 +75,7 @@ def driver(distml, np_ranks, tmp):
              "--model-out", f"{tmp}/model{i}.json", "--json", *sets],
             capture_output=True, text=True, check=True)
         done = json.loads(fit.stdout.strip().splitlines()[-1])
-        predict = subprocess.run(
+        subprocess.run(
             [distml, "predict", "--model", f"{tmp}/model{i}.json", "--data",
              f"{tmp}/test_{which}.csv", "--np", "1", "--engine", "local",
              "--out", f"{tmp}/pred{i}.csv"], capture_output=True, text=True, check=True)

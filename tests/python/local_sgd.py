@@ -1,14 +1,15 @@
-"""DistributedOptimizer with strategy local_sgd, post_local_sgd and easgd against one process
-that simulates every rank's replica (and easgd's centre), and the exact resume of every
-strategy from state_dict().
+"""DistributedOptimizer with strategy local_sgd, post_local_sgd, easgd and gossip against one
+process that simulates every rank's replica (and easgd's centre), and the exact resume of every
+strategy, with and without compression, from state_dict().
 
 Rank r trains on its own batches. The reference keeps n replicas in one process: during
 post_local_sgd's warm-up each replica steps on the mean of all replicas' gradients; after it,
 each steps on its own and every `period` local steps the replicas' parameters (and momentum,
 with average_optimizer_state) are replaced by their mean, or, for easgd, pulled towards the
-centre, which moves towards their mean. Float64; bound 1e-12: each average
-sums 3 values of order 1 (2 roundings of 1.1e-16), momentum 0.9 carries an error over at most
-10 steps, 9 steps: 2 x 1.1e-16 x 10 x 9 ~ 2e-14.
+centre, which moves towards their mean; gossip mixes each replica's parameters from before its
+update with its ring neighbours' (weights 1/3, or 1/2 at 2 ranks) and adds its update.
+Float64; bound 1e-12: each average sums 3 values of order 1 (2 roundings of 1.1e-16),
+momentum 0.9 carries an error over at most 10 steps, 9 steps: 2 x 1.1e-16 x 10 x 9 ~ 2e-14.
 """
 import sys
 
@@ -25,7 +26,8 @@ STEPS = 9
 CASES = [("local_sgd", dict(period=3)),
          ("local_sgd", dict(period=2, average_optimizer_state=True)),
          ("post_local_sgd", dict(period=2, warmup_steps=3)),
-         ("easgd", dict(period=2, alpha=0.2))]
+         ("easgd", dict(period=2, alpha=0.2)),
+         ("gossip", {})]
 
 
 def sgd(net):
@@ -46,7 +48,7 @@ def reference(strategy, options):
     nets = [model() for _ in range(n)]
     centre = [p.detach().clone() for p in nets[0].parameters()]
     opts = [sgd(net) for net in nets]
-    warmup, period = options.get("warmup_steps", 0), options["period"]
+    warmup, period = options.get("warmup_steps", 0), options.get("period", 1)
     for step in range(STEPS):
         for q, (net, opt) in enumerate(zip(nets, opts)):
             opt.zero_grad()
@@ -57,10 +59,19 @@ def reference(strategy, options):
                     mean = sum(p.grad for p in ps) / n
                     for p in ps:
                         p.grad.copy_(mean)
+        before = [[p.detach().clone() for p in net.parameters()] for net in nets]
         for opt in opts:
             opt.step()
         local = step + 1 - warmup
-        if local > 0 and local % period == 0 and strategy == "easgd":
+        if strategy == "gossip":
+            offsets = [1] if n == 2 else [1, n - 1]  # the ring's neighbours
+            w = 1 / (1 + len(offsets))
+            with torch.no_grad():
+                for q, net in enumerate(nets):
+                    for k, p in enumerate(net.parameters()):
+                        mixed = w * (before[q][k] + sum(before[(q - d) % n][k] for d in offsets))
+                        p.add_(mixed - before[q][k])
+        elif local > 0 and local % period == 0 and strategy == "easgd":
             alpha = options["alpha"]
             with torch.no_grad():
                 for c, ps in zip(centre, zip(*(net.parameters() for net in nets))):
@@ -100,7 +111,12 @@ for strategy, options in CASES:
         failures.append(f"{strategy} {options}: the model did not train")
 # Exact resume: 4 steps, state_dict, a fresh model and optimizer that load it, 5 more steps:
 # bit for bit the 9 steps of one run (the next average falls where it would have).
-for strategy, options in CASES + [("allreduce", {}), ("zero", dict(stage=2))]:
+TOPK = {"name": "topk", "ratio": 0.25}
+for strategy, options in CASES + [
+        ("allreduce", {}), ("zero", dict(stage=2)), ("allreduce", dict(compression=TOPK)),
+        ("local_sgd", dict(period=3, compression={"name": "randomk", "ratio": 0.5})),
+        ("post_local_sgd", dict(period=2, warmup_steps=3,
+                                compression=dict(TOPK, warmup_steps=1)))]:
     runs = []
     for stop in (None, 4):
         net = model()
@@ -123,5 +139,5 @@ for strategy, options in CASES + [("allreduce", {}), ("zero", dict(stage=2))]:
 if failures:
     print(f"rank {r}: " + "; ".join(failures), file=sys.stderr)
     sys.exit(1)
-print(f"rank {r}: local_sgd, post_local_sgd and easgd follow the simulated replicas; "
+print(f"rank {r}: local_sgd, post_local_sgd, easgd and gossip follow the simulated replicas; "
       "every strategy resumes exactly")
