@@ -12,7 +12,7 @@
 #include "distml/core/error.h"
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/bucket_planner.h"
-#include "distml/train/strategies/gossip_strategy.h"
+#include "distml/train/strategies/gossip_topology.h"
 
 namespace py = pybind11;
 

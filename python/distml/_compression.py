@@ -59,7 +59,10 @@ class Compression:
         if len(dtypes) > 1:
             raise distml.ConfigError("compression needs one dtype for the whole model, not "
                                      f"{sorted(map(str, dtypes))}")
-        dtype = str(dtypes.pop()).replace("torch.", "")
+        dtype = {torch.float32: "f32", torch.float64: "f64"}.get(dtypes.pop())
+        if dtype is None:
+            raise distml.ConfigError(f"compression needs float32 or float64 parameters, not "
+                                     f"{params[0].dtype}")
         o = options(compression)
         self.warmup_steps = o.warmup_steps
         self._buckets = self._model = self._anchor = None

@@ -15,7 +15,7 @@
 #include "distml/sim/parameter_server.h"
 #include "distml/sim/pipeline.h"
 #include "distml/train/config.h"
-#include "distml/train/strategies/gossip_strategy.h"
+#include "distml/train/strategies/gossip_topology.h"
 #include "distml/train/strategy_factory.h"
 #include "link_fit.h"
 #include "netns_cluster.h"

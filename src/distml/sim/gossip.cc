@@ -4,7 +4,7 @@
 #include <tuple>
 
 #include "distml/sim/network.h"
-#include "distml/train/strategies/gossip_strategy.h"
+#include "distml/train/strategies/gossip_topology.h"
 
 namespace distml::sim {
 

@@ -6,30 +6,6 @@
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
-GossipTopology parse_gossip_topology(const std::string& name) {
-  if (name == "ring") return GossipTopology::ring;
-  if (name == "exponential") return GossipTopology::exponential;
-  if (name == "complete") return GossipTopology::complete;
-  throw UsageError(cat("unknown gossip topology '", name, "' (ring, exponential, complete)"));
-}
-
-std::vector<int> gossip_offsets(GossipTopology topology, int world) {
-  std::vector<int> d;
-  switch (topology) {
-    case GossipTopology::ring:
-      if (world >= 2) d.push_back(1);
-      if (world >= 3) d.push_back(world - 1);
-      break;
-    case GossipTopology::exponential:
-      for (int hop = 1; hop < world; hop *= 2) d.push_back(hop);
-      break;
-    case GossipTopology::complete:
-      for (int hop = 1; hop < world; ++hop) d.push_back(hop);
-      break;
-  }
-  return d;
-}
-
 GossipStrategy::GossipStrategy(comm::Communicator& comm, GossipTopology topology)
     : comm_(comm), offsets_(gossip_offsets(topology, comm.size())) {}
 

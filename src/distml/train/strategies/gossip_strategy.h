@@ -28,17 +28,10 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/train/strategies/gossip_topology.h"
 #include "distml/train/strategy.h"
 
 namespace distml::train {
-
-enum class GossipTopology { ring, exponential, complete };
-
-/// ring | exponential | complete; UsageError otherwise.
-GossipTopology parse_gossip_topology(const std::string& name);
-
-/// The offsets d of `topology` over `world` ranks: rank r sends to r + d, receives from r - d.
-std::vector<int> gossip_offsets(GossipTopology topology, int world);
 
 class GossipStrategy final : public Strategy {
  public:
