@@ -148,6 +148,41 @@ at::Tensor concatenated(const std::vector<at::Tensor>& parts) {
 
 constexpr std::chrono::microseconds kFirstPoll{20}, kLastPoll{1000};
 
+void FutureRunners::post(std::function<void()> task) {
+  std::lock_guard lock(mutex_);
+  tasks_.push_back(std::move(task));
+  if (static_cast<int>(tasks_.size()) > idle_) {  // a runner for every waiting task
+    runners_.emplace_back([this] { run(); });
+    ++idle_;  // counted before it starts, so that the next task does not add another
+  }
+  posted_.notify_one();
+}
+
+void FutureRunners::run() {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    posted_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+    if (tasks_.empty()) return;  // stopping, and nothing left
+    auto task = std::move(tasks_.front());
+    tasks_.pop_front();
+    --idle_;
+    lock.unlock();
+    task();
+    lock.lock();
+    ++idle_;
+  }
+}
+
+void FutureRunners::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  posted_.notify_all();
+  for (auto& runner : runners_)
+    if (runner.joinable()) runner.join();
+}
+
 Completer::Completer(bool in_order, comm::Millis timeout)
     : in_order_(in_order), timeout_(timeout), thread_([this] { run(); }) {}
 
@@ -160,6 +195,7 @@ void Completer::stop() {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
+  runners_.stop();
 }
 
 void Completer::add(Pending p) {
@@ -171,13 +207,16 @@ void Completer::add(Pending p) {
 }
 
 void Completer::complete(Queued& q) {
+  auto future = q.pending.future;
   try {
     q.pending.work.wait(
         std::chrono::duration_cast<comm::Millis>(q.deadline.at - comm::Clock::now()));
     if (q.pending.finish) q.pending.finish();
-    q.pending.future->markCompleted(c10::IValue(q.pending.result));
+    runners_.post([future, result = std::move(q.pending.result)] {
+      future->markCompleted(c10::IValue(result));
+    });
   } catch (...) {
-    q.pending.future->setError(std::current_exception());
+    runners_.post([future, error = std::current_exception()] { future->setError(error); });
   }
 }
 

@@ -29,7 +29,30 @@ struct Pending {
   c10::intrusive_ptr<c10::ivalue::Future> future;
 };
 
-/// Completes pending operations' futures on a thread of its own.
+/// Marks futures completed, which runs their callbacks, on threads of its own: a callback may
+/// start another operation and wait for its future (PyTorch's PowerSGD hook does, inside
+/// `then`), which neither the thread that waits for the operations nor a runner held by that
+/// callback could then complete. A runner is added whenever the tasks waiting outnumber the idle
+/// runners; runners stay until stop().
+class FutureRunners {
+ public:
+  ~FutureRunners() { stop(); }
+  void post(std::function<void()> task);
+  /// Returns once every posted task has run and the runners have ended.
+  void stop();
+
+ private:
+  void run();
+
+  std::mutex mutex_;
+  std::condition_variable posted_;
+  std::deque<std::function<void()>> tasks_;
+  std::vector<std::thread> runners_;
+  int idle_ = 0;
+  bool stopping_ = false;
+};
+
+/// Waits for pending operations on a thread of its own and has their futures completed.
 class Completer {
  public:
   /// `in_order`: wait for the oldest first (collectives); else poll all (point-to-point),
@@ -46,7 +69,7 @@ class Completer {
     comm::Deadline deadline;
   };
   void run();
-  static void complete(Queued& q);
+  void complete(Queued& q);
 
   const bool in_order_;
   const comm::Millis timeout_;
@@ -54,6 +77,7 @@ class Completer {
   std::condition_variable changed_;
   std::deque<Queued> queue_;
   bool stopping_ = false;
+  FutureRunners runners_;
   std::thread thread_;
 };
 

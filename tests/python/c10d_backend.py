@@ -15,6 +15,7 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
 from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -85,11 +86,17 @@ def batch(step, rank):
     return torch.randn(4, 6, generator=g), torch.randn(4, 3, generator=g)
 
 
-def train(group, zero, replicated=True):
+def train(group, zero, replicated=True, hook=None):
     torch.manual_seed(7)
     net = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.Tanh(), torch.nn.Linear(5, 3))
     # Tiny buckets: several all-reduces, started from DDP's hooks during the backward.
     model = DDP(net, process_group=group, bucket_cap_mb=100 / 2**20) if replicated else net
+    if hook == "fp16":
+        model.register_comm_hook(group, default_hooks.fp16_compress_hook)
+    elif hook == "powersgd":  # rank 1 from step 2: the 5 x 6 and 3 x 5 weights compress
+        model.register_comm_hook(powerSGD_hook.PowerSGDState(
+            process_group=group, matrix_approximation_rank=1, start_powerSGD_iter=2,
+            min_compression_rate=1), powerSGD_hook.powerSGD_hook)
     if zero:
         opt = ZeroRedundancyOptimizer(model.parameters(), torch.optim.SGD, process_group=group,
                                       lr=0.1, momentum=0.9)
@@ -118,6 +125,16 @@ for zero in (False, True):
     compare(f"{name} over distml from one process", ours, one_process)
     if over_gloo:
         compare(f"{name} over distml from {name} over gloo", ours, train(gloo, zero))
+# DDP's compression hooks (their all-reduces on float16 and on PowerSGD's factors) against the
+# same hooks over gloo: at 2 ranks a sum of two has one rounding whatever the algorithm, so
+# the bound above holds; the compressed runs must also differ from the uncompressed one.
+if over_gloo:
+    for hook in ("fp16", "powersgd"):
+        ours = train(None, False, hook=hook)
+        compare(f"DDP with the {hook} hook over distml from the same over gloo", ours,
+                train(gloo, False, hook=hook))
+        if (ours - one_process).abs().max().item() < 1e-6:
+            failures.append(f"the {hook} hook changed nothing: was it called?")
 
 dist.destroy_process_group()
 if failures:
