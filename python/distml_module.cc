@@ -20,6 +20,7 @@ namespace distml::python {
 
 void bind_estimators(py::module_& m);  // estimators.cc
 void bind_compressor(py::module_& m);  // compressor_binding.cc
+void bind_parameter_server(py::module_& m);  // ps_binding.cc
 
 namespace {
 
@@ -112,6 +113,7 @@ PYBIND11_MODULE(_distml, m) {
       "to r + d and receives from r - d, mod the world, for each offset d.");
   python::bind_estimators(m);
   python::bind_compressor(m);
+  python::bind_parameter_server(m);
   m.def("connect", &python::connect, py::arg("timeout_s"), py::arg("stall_warn_s"),
         "Joins the world that `distml launch` started (comm::connect).");
 }

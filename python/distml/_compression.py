@@ -53,7 +53,7 @@ class Compression:
     def __init__(self, opt, compression):
         if opt.strategy not in STRATEGIES:
             raise distml.UsageError(f'compression is offered with {", ".join(STRATEGIES)}, not '
-                                    f'"{opt.strategy}" (as in the C++ trainer)')
+                                    f'"{opt.strategy}"')
         params = opt._params
         dtypes = {p.dtype for p in params}
         if len(dtypes) > 1:

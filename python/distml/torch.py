@@ -21,6 +21,7 @@ import torch.distributed
 import distml
 from distml import _c10d
 from distml._compression import Compression, flatten, unflatten_into
+from distml._ps import ParameterServer
 from distml._zero import ZeroShard
 
 # Gossip's messages: tag + the offset's index, as the C++ strategy numbers them.
@@ -105,7 +106,10 @@ class DistributedOptimizer:
     first `warmup_steps` steps, then "local_sgd" with its first average `period` steps after
     the warm-up; "easgd" pulls the replicas towards a centre variable every `period` steps by
     `alpha`; "gossip" (D-PSGD) mixes each rank's parameters with its neighbours' in `topology`
-    (ring, exponential, complete) every step, the exchange starting with backward.
+    (ring, exponential, complete) every step, the exchange starting with backward; "ps" is
+    the C++ parameter server (`servers`, `mode`, `staleness`; distml/_ps.py): the last
+    `servers` ranks serve (trains False: they call serve()), the workers push gradients and
+    pull parameters, and call finish() at the end.
     `compression` (a compressor's name, or a dict of docs/training.md's compress.* keys: name,
     ratio, levels, rank, error_feedback, warmup_steps, seed) runs the C++ trainer's compressors
     under allreduce, local_sgd and post_local_sgd (distml/_compression.py). One backward per
@@ -114,11 +118,12 @@ class DistributedOptimizer:
 
     Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
-    STRATEGIES = ("allreduce", "zero", "local_sgd", "post_local_sgd", "easgd", "gossip")
+    STRATEGIES = ("allreduce", "zero", "local_sgd", "post_local_sgd", "easgd", "gossip", "ps")
 
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
                  group=None, period=8, warmup_steps=0, average_optimizer_state=False, alpha=0.1,
-                 stage=1, topology="ring", compression=None):
+                 stage=1, topology="ring", compression=None, servers=1, mode="bsp",
+                 staleness=3):
         if strategy not in self.STRATEGIES:
             raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
                                     f'one of {", ".join(self.STRATEGIES)}')
@@ -133,7 +138,7 @@ class DistributedOptimizer:
         self.strategy = strategy
         self._period = period
         # Steps of synchronous all-reduce before local SGD (the C++ strategies' protocol).
-        self._warmup = {"allreduce": float("inf"), "zero": float("inf"),
+        self._warmup = {"allreduce": float("inf"), "zero": float("inf"), "ps": float("inf"),
                         "post_local_sgd": warmup_steps}.get(strategy, 0)
         self._alpha = alpha
         self._centre = None  # easgd's centre variable, a copy on every rank
@@ -179,6 +184,8 @@ class DistributedOptimizer:
         self._zero = ZeroShard(self, stage) if strategy == "zero" else None
         self._compression = None if compression in (None, "none") else \
             Compression(self, compression)
+        self._ps = ParameterServer(self, servers, mode, staleness, int(first_bucket_mb * 2**20),
+                                   int(bucket_mb * 2**20)) if strategy == "ps" else None
         self._accumulators = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
@@ -233,6 +240,9 @@ class DistributedOptimizer:
     def _launch(self, b):
         flat = self._flat[b]
         self._gather_grads(b)
+        if self._ps is not None:
+            self._ps.push(b, flat)
+            return
         if self._zero is not None and self._zero.stage == 2:  # straight into the shard
             _, handle = distml.reduce_scatter(flat, out=self._zero.grad_block(b), op="avg",
                                               group=self._group, async_op=True)
@@ -241,14 +251,17 @@ class DistributedOptimizer:
                                       group=self._group, async_op=True)
         self._inflight.append((flat, handle))
 
-    def synchronize(self):
-        """Waits for every bucket: .grad then holds the averages."""
+    def _check_complete(self):
         complete = sum(missing == 0 for missing in self._missing)
         if complete < len(self._buckets):
             raise distml.UsageError(
                 f"step() after a backward that produced gradients for {complete} of "
                 f"{len(self._buckets)} buckets: every trained parameter needs a gradient "
                 "each step (or leave it out of the model's trained parameters)")
+
+    def synchronize(self):
+        """Waits for every bucket: .grad then holds the averages."""
+        self._check_complete()
         if self._compressing():
             comm = distml._comm(self._group)
             for b, flat in enumerate(self._flat):
@@ -284,6 +297,15 @@ class DistributedOptimizer:
         return _Join(self)
 
     def step(self, closure=None):
+        if self._ps is not None:  # the servers step; the fresh parameters come back
+            if closure is not None:
+                raise distml.UsageError("ps: the servers apply the update; step() takes no "
+                                        "closure")
+            self._check_complete()
+            self._ps.step(self.optimizer.param_groups[0]["lr"], self._params)
+            self._steps += 1
+            self._reset()
+            return None
         if self._syncing():
             self.synchronize()
         if self.strategy == "easgd" and self._centre is None:  # the start, before any step
@@ -379,13 +401,40 @@ class DistributedOptimizer:
             for t in tensors:
                 distml.allreduce(t.data, op="avg", group=self._group)
 
+    @property
+    def trains(self):
+        """False on a parameter server's rank ("ps"), which calls serve() instead of training."""
+        return self._ps is None or self._ps.trains
+
+    @property
+    def workers(self):
+        """The ranks that train, as a group: shard the data over it (ShardedSampler's group)."""
+        return self._ps.workers if self._ps is not None else distml._comm(self._group)
+
+    def serve(self):
+        """A parameter server's part ("ps", where trains is False): serves until every worker
+        has called finish(); returns the servers' report (updates, staleness histogram)."""
+        if self._ps is None or self._ps.trains:
+            raise distml.UsageError("serve() is a parameter server rank's (strategy \"ps\", "
+                                    "trains False)")
+        return self._ps.serve(self._params)
+
+    def finish(self):
+        """A worker's end of a "ps" run (after its last reconcile()): the servers stop, and
+        their report comes back (updates, staleness histogram). Nothing for other strategies."""
+        return self._ps.finish() if self._ps is not None else None
+
     def reconcile(self):
         """Collective: every replica becomes the one model the run stands for, as the C++
         trainer's strategies make it before evaluating, saving or exporting: for local_sgd,
         post_local_sgd and gossip the replicas' average, of the parameters and the optimizer
         state (what drifted since the last average); for
         easgd the centre, with the optimizer state averaged. Nothing where the replicas never
-        differ (allreduce, zero, a warm-up). Call it before evaluating or saving the model."""
+        differ (allreduce, zero, a warm-up). For ps, the servers' current parameters once
+        every worker has asked. Call it before evaluating or saving the model."""
+        if self._ps is not None:
+            self._ps.sync(self._params)
+            return
         if self.strategy == "easgd" and self._apart:
             with torch.no_grad():
                 for p, centre in zip(self._params, self._centre):
@@ -412,7 +461,11 @@ class DistributedOptimizer:
     def state_dict(self):
         """The wrapped optimizer's state_dict plus the strategy's own state under "distml"
         (its name, the steps taken, which place local SGD's next average, whether the replicas
-        differ, EASGD's centre and ZeRO's shard), for an exact resume with load_state_dict."""
+        differ, EASGD's centre, ZeRO's shard and the compressor's state), for an exact resume
+        with load_state_dict."""
+        if self._ps is not None:
+            raise distml.UsageError("ps: state_dict() is not offered yet: the optimizer state "
+                                    "is on the servers")
         state = self.optimizer.state_dict()
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
                            "apart": sorted(self._apart),

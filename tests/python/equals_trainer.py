@@ -5,10 +5,10 @@ usage: equals_trainer.py DISTML
 
 This driver writes a CSV of 48 rows (6 features, 3 classes) and a scripted 6-8-3 MLP, and for
 each world size, strategy and compressor runs `distml train --engine local` exporting the
-reconciled weights. Then one `distml launch --engine gloo` per world size runs this script's worker side,
-which trains the same module on the same rows for the same steps with each strategy, calls
-reconcile() and writes its weights. The two must be one model: the trainer's float64 run
-against the Python run in float64.
+reconciled weights. Then one `distml launch --engine gloo` per world size runs this script's
+worker side, which trains the same module on the same rows for the same steps with each
+strategy (a parameter server's rank serves), calls reconcile() and writes its weights. The
+two must be one model: the trainer's float64 run against the Python run in float64.
 
 The bound. Both sides compute the same float64 arithmetic on the same rows: mean cross-entropy
 gradients averaged over the ranks, SGD with momentum, the strategies' averages. They may differ
@@ -38,7 +38,7 @@ ROWS, BATCH, STEPS, SEED = 48, 4, 8, 5
 # both of its compressors (the buckets' in the warm-up, the model's after it).
 CASES = [(2, "allreduce", {}), (2, "zero", {"stage": 2}), (2, "post_local_sgd", {}),
          (2, "easgd", {}), (3, "allreduce", {}), (3, "zero", {"stage": 1}), (3, "local_sgd", {}),
-         (2, "gossip", {}), (3, "gossip", {}),
+         (2, "gossip", {}), (3, "gossip", {}), (3, "ps", {"servers": 1, "mode": "bsp"}),
          (2, "allreduce", {"compression": {"name": "topk", "ratio": 0.25}}),
          (3, "allreduce", {"compression": {"name": "powersgd", "rank": 1}}),
          (3, "local_sgd", {"compression": {"name": "randomk", "ratio": 0.5}}),
@@ -147,7 +147,10 @@ def work(folder):
         opt = distml.torch.DistributedOptimizer(
             torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM), net, strategy=strategy,
             period=PERIOD, warmup_steps=WARMUP, alpha=ALPHA, **options)
-        sampler = distml.ShardedSampler(ROWS, BATCH, seed=SEED)
+        if not opt.trains:  # a parameter server's rank
+            opt.serve()
+            continue
+        sampler = distml.ShardedSampler(ROWS, BATCH, seed=SEED, group=opt.workers)
         steps, epoch = 0, 0
         while steps < STEPS:
             sampler.set_epoch(epoch)
@@ -162,6 +165,7 @@ def work(folder):
                 steps += 1
             epoch += 1
         opt.reconcile()
+        opt.finish()
         if distml.rank() == 0:
             torch.save(net.state_dict(), f"{folder}/py_{i}.pt")
 

@@ -8,16 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace distml::train {
+#include "distml/train/optimizer_options.h"
 
-struct OptimizerOptions {
-  std::string name = "sgd";  // sgd | adam | adamw
-  double lr = 0.01;
-  double momentum = 0.0;  // sgd
-  bool nesterov = false;  // sgd; needs momentum > 0
-  double weight_decay = 0.0;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;  // adam, adamw
-};
+namespace distml::train {
 
 /// Builds the optimizer; ConfigError naming the valid names or the bad value otherwise.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(std::vector<torch::Tensor> params,

@@ -70,4 +70,23 @@ std::size_t checked_state_size(std::int64_t size, std::size_t limit, int from) {
   return static_cast<std::size_t>(size);
 }
 
+void tell_servers(comm::Communicator& world, const Layout& layout, double word) {
+  for (int s = 0; s < layout.servers; ++s)
+    world.send(comm::ConstBuffer{&word, 1, comm::DType::f64}, layout.workers + s, kControlTag);
+}
+
+ServerReport sum_reports(const ServerReport& mine, comm::Communicator& world) {
+  std::vector<std::int64_t> counts = mine.staleness;
+  counts.push_back(mine.updates);
+  world.allreduce(comm::view(counts));
+  ServerReport summed;
+  summed.max_clock_gap = mine.max_clock_gap;
+  world.allreduce(comm::Buffer{&summed.max_clock_gap, 1, comm::DType::i64},
+                  {.op = comm::ReduceOp::max});
+  summed.updates = counts.back();
+  counts.pop_back();
+  summed.staleness = std::move(counts);
+  return summed;
+}
+
 }  // namespace distml::train::ps

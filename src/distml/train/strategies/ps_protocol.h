@@ -8,10 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "distml/comm/communicator.h"
+#include "distml/train/optimizer_options.h"
+
 namespace distml::train::ps {
 
 enum class Mode { bsp, asp, ssp };
 Mode parse_mode(const std::string& name);  // bsp | asp | ssp, else ConfigError
+
+struct ServerOptions {
+  Mode mode = Mode::bsp;
+  int staleness = 0;  // ssp: a worker may run this many steps ahead of the slowest
+  OptimizerOptions optim;
+};
 
 /// Ranks [0, workers) train; ranks [workers, workers + servers) serve.
 struct Layout {
@@ -62,5 +71,19 @@ std::size_t checked_state_size(std::int64_t size, std::size_t limit, int from);
 
 /// Staleness histogram bins: 0, 1, ..., kStalenessBins - 2, and "that many or more".
 constexpr std::size_t kStalenessBins = 32;
+
+/// Collective over `world`: `word` (kSync, kStop) from this worker to every server, blocking.
+void tell_servers(comm::Communicator& world, const Layout& layout, double word);
+
+/// What a server measured, summed over servers at the end of the run.
+struct ServerReport {
+  std::vector<std::int64_t> staleness{std::vector<std::int64_t>(kStalenessBins, 0)};
+  std::int64_t max_clock_gap = 0;  // most steps a worker was let ahead of the slowest
+  std::int64_t updates = 0;        // optimizer steps applied
+};
+
+/// Collective over every rank of `world`, after the servers have stopped: the servers'
+/// reports summed (a worker passes an empty one).
+ServerReport sum_reports(const ServerReport& mine, comm::Communicator& world);
 
 }  // namespace distml::train::ps

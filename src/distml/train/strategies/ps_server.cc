@@ -5,6 +5,7 @@
 
 #include "distml/core/error.h"
 #include "distml/train/strategies/idle_watch.h"
+#include "distml/train/strategies/ps_flat_server.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train::ps {
@@ -250,6 +251,22 @@ void Server::run() {
                              " s"));
     }
   }
+}
+
+ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
+                        const std::vector<FlatParameter>& params, const ServerOptions& options) {
+  std::vector<torch::Tensor> tensors;
+  for (const auto& p : params) {
+    if (p.data.dtype != comm::DType::f32 && p.data.dtype != comm::DType::f64)
+      throw UsageError(cat("parameter server: parameters of ", comm::dtype_name(p.data.dtype),
+                           "; float32 or float64 expected"));
+    tensors.push_back(
+        torch::from_blob(p.data.data, p.shape,
+                         p.data.dtype == comm::DType::f32 ? torch::kFloat32 : torch::kFloat64));
+  }
+  Server server(world, layout, tensors, options);
+  server.run();
+  return sum_reports(server.report(), world);
 }
 
 }  // namespace distml::train::ps

@@ -17,19 +17,6 @@
 
 namespace distml::train::ps {
 
-struct ServerOptions {
-  Mode mode = Mode::bsp;
-  int staleness = 0;  // ssp: a worker may run this many steps ahead of the slowest
-  OptimizerOptions optim;
-};
-
-/// What a server measured, summed over servers at the end of the run.
-struct ServerReport {
-  std::vector<std::int64_t> staleness{std::vector<std::int64_t>(kStalenessBins, 0)};
-  std::int64_t max_clock_gap = 0;  // most steps a worker was let ahead of the slowest
-  std::int64_t updates = 0;        // optimizer steps applied
-};
-
 class Server {
  public:
   /// `params`: every trainable parameter of the model (this server keeps its buckets').

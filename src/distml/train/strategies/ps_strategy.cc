@@ -134,10 +134,7 @@ void PsStrategy::wait_for_parameters() {
 
 // 5. Every worker asks for the current parameters; the servers answer once all have.
 void PsStrategy::reconcile(torch::optim::Optimizer& /*optimizer*/) {
-  control_ = ps::kSync;
-  for (int s = 0; s < layout_.servers; ++s)
-    world_.send(comm::ConstBuffer{&control_, 1, comm::DType::f64}, layout_.workers + s,
-                ps::kControlTag);
+  ps::tell_servers(world_, layout_, ps::kSync);
   for (std::size_t index = 0; index < exchanges_.size(); ++index) {
     Exchange& e = exchanges_[index];
     e.pull_work = world_.irecv(buffer_of(e.fresh), layout_.server_rank(index), ps::pull_tag(index));
@@ -214,41 +211,23 @@ void PsStrategy::resumed_at(std::int64_t) {
 // 6. Stop, then the servers' counts reach every rank.
 void PsStrategy::finish() {
   for (auto& work : header_work_) work.wait();
-  control_ = ps::kStop;
-  for (int s = 0; s < layout_.servers; ++s)
-    world_.send(comm::ConstBuffer{&control_, 1, comm::DType::f64}, layout_.workers + s,
-                ps::kControlTag);
-  sum_reports(ps::ServerReport{});
+  ps::tell_servers(world_, layout_, ps::kStop);
+  summed_ = ps::sum_reports({}, world_);
 }
 
 void PsStrategy::serve() {
   server_->run();
   stats_.bytes_sent = server_->bytes_sent();
-  sum_reports(server_->report());
-}
-
-void PsStrategy::sum_reports(const ps::ServerReport& mine) {
-  std::vector<std::int64_t> counts = mine.staleness;
-  counts.push_back(mine.updates);
-  world_.allreduce(comm::view(counts));
-  std::int64_t gap = mine.max_clock_gap;
-  world_.allreduce(comm::Buffer{&gap, 1, comm::DType::i64}, {.op = comm::ReduceOp::max});
-  summed_.updates = counts.back();
-  counts.pop_back();
-  summed_.staleness = std::move(counts);
-  summed_.max_clock_gap = gap;
+  summed_ = ps::sum_reports(server_->report(), world_);
 }
 
 nlohmann::json PsStrategy::report() const {
   // The histogram without its empty tail.
   std::vector<std::int64_t> histogram = summed_.staleness;
   while (!histogram.empty() && histogram.back() == 0) histogram.pop_back();
-  return {{"workers", layout_.workers},
-          {"servers", layout_.servers},
-          {"server_bytes", layout_.server_bytes},
-          {"server_updates", summed_.updates},
-          {"staleness_histogram", histogram},
-          {"max_clock_gap", summed_.max_clock_gap}};
+  return {{"workers", layout_.workers},           {"servers", layout_.servers},
+          {"server_bytes", layout_.server_bytes}, {"server_updates", summed_.updates},
+          {"staleness_histogram", histogram},     {"max_clock_gap", summed_.max_clock_gap}};
 }
 
 }  // namespace distml::train

@@ -92,7 +92,6 @@ class PsStrategy final : public Strategy {
   struct Exchange;
   void push(std::size_t bucket);
   void wait_for_parameters();
-  void sum_reports(const ps::ServerReport& mine);
 
   comm::Communicator& world_;
   PsStrategyOptions options_;

@@ -1,0 +1,94 @@
+// The C++ trainer's parameter server (train/strategies/ps_strategy.h) for DistributedOptimizer:
+// the layout and tags both sides derive, and the server's side (ps_flat_server.h), which
+// updates the model's parameters in place; Python runs the worker's side (distml/_ps.py).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <string>
+#include <vector>
+
+#include "communicator_binding.h"
+#include "distml/train/strategies/ps_flat_server.h"
+
+namespace distml::python {
+namespace {
+
+py::dict report_dict(const train::ps::ServerReport& r) {
+  py::dict d;
+  d["updates"] = r.updates;
+  d["max_clock_gap"] = r.max_clock_gap;
+  d["staleness"] = r.staleness;
+  return d;
+}
+
+}  // namespace
+
+void bind_parameter_server(py::module_& m) {
+  using train::ps::Layout;
+  py::class_<Layout>(m, "PsLayout", "Who serves which bucket (train/strategies/ps_protocol.h).")
+      .def(py::init(&Layout::plan), py::arg("param_bytes"), py::arg("param_elements"),
+           py::arg("workers"), py::arg("servers"), py::arg("first_cap"), py::arg("cap"))
+      .def_readonly("workers", &Layout::workers)
+      .def_readonly("servers", &Layout::servers)
+      .def_readonly("buckets", &Layout::buckets)
+      .def_readonly("elements", &Layout::elements)
+      .def_readonly("server_bytes", &Layout::server_bytes)
+      .def("server_rank", &Layout::server_rank, py::arg("bucket"));
+  m.def("ps_push_tag", &train::ps::push_tag);
+  m.def("ps_pull_tag", &train::ps::pull_tag);
+  m.attr("PS_STEP_TAG") = train::ps::kStepTag;
+  m.def(
+      "ps_tell_servers",
+      [](Comm& comm, const Layout& layout, const std::string& word) {
+        const double w = word == "sync" ? train::ps::kSync : word == "stop" ? train::ps::kStop : 0;
+        if (w == 0) throw UsageError(cat("ps_tell_servers: \"sync\" or \"stop\", not ", word));
+        py::gil_scoped_release unlocked;
+        train::ps::tell_servers(comm.communicator(), layout, w);
+      },
+      py::arg("comm"), py::arg("layout"), py::arg("word"));
+  m.def(
+      "ps_sum_reports",
+      [](Comm& comm) {
+        train::ps::ServerReport summed;
+        {
+          py::gil_scoped_release unlocked;
+          summed = train::ps::sum_reports({}, comm.communicator());
+        }
+        return report_dict(summed);
+      },
+      py::arg("comm"), "A worker's part of the end of the run: the servers' reports summed.");
+  m.def(
+      "ps_serve",
+      [](Comm& comm, const Layout& layout, const std::vector<py::buffer>& params,
+         const std::string& mode, int staleness, const train::OptimizerOptions& optim) {
+        std::vector<View> views;
+        std::vector<train::ps::FlatParameter> flat;
+        for (const auto& p : params) {
+          views.emplace_back(p, true, "");
+          flat.push_back({views.back().buffer(),
+                          {views.back().info.shape.begin(), views.back().info.shape.end()}});
+        }
+        const train::ps::ServerOptions options{train::ps::parse_mode(mode), staleness, optim};
+        train::ps::ServerReport summed;
+        {
+          py::gil_scoped_release unlocked;
+          summed = train::ps::serve_flat(comm.communicator(), layout, flat, options);
+        }
+        return report_dict(summed);
+      },
+      py::arg("comm"), py::arg("layout"), py::arg("params"), py::arg("mode"), py::arg("staleness"),
+      py::arg("optim"),
+      "A server rank's part: serves until every worker has stopped, then the reports summed.");
+  py::class_<train::OptimizerOptions>(m, "OptimizerOptions")
+      .def(py::init<>())
+      .def_readwrite("name", &train::OptimizerOptions::name)
+      .def_readwrite("lr", &train::OptimizerOptions::lr)
+      .def_readwrite("momentum", &train::OptimizerOptions::momentum)
+      .def_readwrite("nesterov", &train::OptimizerOptions::nesterov)
+      .def_readwrite("weight_decay", &train::OptimizerOptions::weight_decay)
+      .def_readwrite("beta1", &train::OptimizerOptions::beta1)
+      .def_readwrite("beta2", &train::OptimizerOptions::beta2)
+      .def_readwrite("eps", &train::OptimizerOptions::eps);
+}
+
+}  // namespace distml::python

@@ -1,0 +1,26 @@
+// A parameter server over the model's parameters in place, for callers without torch (the
+// Python module's DistributedOptimizer): the server's side of ps_strategy.h's protocol
+// (ps_server.h). Defined in ps_server.cc.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/train/strategies/ps_protocol.h"
+
+namespace distml::train::ps {
+
+/// A parameter's memory (float32 or float64) and shape.
+struct FlatParameter {
+  comm::Buffer data;
+  std::vector<std::int64_t> shape;
+};
+
+/// On a server rank of `layout`: serves the workers until every one has stopped, updating
+/// this server's buckets of `params` (every trainable parameter, in order) in place; then,
+/// collective over `world`, the servers' reports summed (sum_reports).
+ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
+                        const std::vector<FlatParameter>& params, const ServerOptions& options);
+
+}  // namespace distml::train::ps
