@@ -349,7 +349,7 @@ def kill_launcher_leaves_no_rank(command, cfg, env=None):
 
 
 def preempt(distml, d, cfg, engine, sig):
-    ckpt, steps = f"{d}/ckpt", 2000
+    ckpt, steps = f"{d}/ckpt", 600  # the signal comes after step 20: stopped near 25
     common = ["--config", cfg, "--engine", engine, "--np", "2", "--json", "--set",
               f"train.max_steps={steps}", "--set", "train.log_every=20", "--set",
               f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=500"]
