@@ -7,8 +7,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 reps=${1:-7}
-py() { PYTHONPATH=${1} /usr/bin/python3 bench/ddp_train.py "${@:2}" --steps 300 --data data/mnist | tail -1; }
-echo "model rep distributed_optimizer cpp_trainer ddp_gloo ddp_distml${OTHER_PYTHONPATH:+ ddp_distml_other}"
+py() {  # py PYTHONPATH ARGS...: ddp_train.py's done line
+  PYTHONPATH=$1 /usr/bin/python3 bench/ddp_train.py "${@:2}" --steps 300 --data data/mnist | tail -1
+}
+echo "model rep distributed_optimizer cpp_trainer ddp_gloo ddp_distml" \
+  "${OTHER_PYTHONPATH:+ddp_distml_other}"
 for model in mlp lenet5; do
   toml=$([[ $model == mlp ]] && echo mnist_mlp || echo mnist_lenet)
   for ((rep = 0; rep < reps; ++rep)); do
