@@ -60,7 +60,8 @@ void bind_parameter_server(py::module_& m) {
   m.def(
       "ps_serve",
       [](Comm& comm, const Layout& layout, const std::vector<py::buffer>& params,
-         const std::string& mode, int staleness, const train::OptimizerOptions& optim) {
+         const std::string& mode, int staleness, const train::OptimizerOptions& optim,
+         bool resumed) {
         std::vector<View> views;
         std::vector<train::ps::FlatParameter> flat;
         for (const auto& p : params) {
@@ -72,13 +73,36 @@ void bind_parameter_server(py::module_& m) {
         train::ps::ServerReport summed;
         {
           py::gil_scoped_release unlocked;
-          summed = train::ps::serve_flat(comm.communicator(), layout, flat, options);
+          summed = train::ps::serve_flat(comm.communicator(), layout, flat, options, resumed);
         }
         return report_dict(summed);
       },
       py::arg("comm"), py::arg("layout"), py::arg("params"), py::arg("mode"), py::arg("staleness"),
-      py::arg("optim"),
+      py::arg("optim"), py::arg("resumed"),
       "A server rank's part: serves until every worker has stopped, then the reports summed.");
+  m.def(
+      "ps_collect_states",
+      [](Comm& comm, const Layout& layout) {
+        std::vector<std::string> states;
+        {
+          py::gil_scoped_release unlocked;
+          states = train::ps::collect_server_states(comm.communicator(), layout);
+        }
+        py::list out;
+        for (const auto& s : states) out.append(py::bytes(s));
+        return out;
+      },
+      py::arg("comm"), py::arg("layout"), "Worker 0, after a sync: every server's state.");
+  m.def(
+      "ps_send_resume",
+      [](Comm& comm, const Layout& layout, const py::buffer& params,
+         const std::vector<std::string>& states) {
+        View v(params, false, "");
+        py::gil_scoped_release unlocked;
+        train::ps::send_resume(comm.communicator(), layout, v.const_buffer(), states);
+      },
+      py::arg("comm"), py::arg("layout"), py::arg("params"), py::arg("states"),
+      "Worker 0, after a resume: the parameters (flat) and each server's state.");
   py::class_<train::OptimizerOptions>(m, "OptimizerOptions")
       .def(py::init<>())
       .def_readwrite("name", &train::OptimizerOptions::name)

@@ -9,13 +9,16 @@ parameters in place). The other ranks are workers, on this side of the protocol:
   - step() sends every server the step header {clock, learning rate} and waits for the
     parameters, which it copies into the model: the workers' optimizer never steps;
   - reconcile() asks every server for the current parameters ("sync"), finish() says "stop",
-    then the servers' reports are summed over every rank.
+    then the servers' reports are summed over every rank;
+  - state_dict() syncs, then worker 0 collects every server's optimizer state; after
+    load_state_dict() worker 0 sends the servers, which serve(resumed=True), the parameters
+    and their states, as the C++ trainer does with a checkpoint.
 """
 import numpy as np
 import torch
 
 import distml
-from distml._compression import unflatten_into
+from distml._compression import flatten, unflatten_into
 
 MODES = ("bsp", "asp", "ssp")
 
@@ -119,8 +122,23 @@ class ParameterServer:
         distml._distml.ps_tell_servers(self._comm, self.layout, "stop")
         return distml._distml.ps_sum_reports(self._comm)
 
-    def serve(self, params):
+    def save(self, params):
+        """Collective over the workers: after a sync, worker 0 collects every server's
+        optimizer state (what a checkpoint keeps; the parameters are the workers' model)."""
+        self.sync(params)
+        return distml._distml.ps_collect_states(self._comm, self.layout) \
+            if self._comm.rank == 0 else None
+
+    def resume(self, states, params):
+        """Worker 0 hands every server the model's parameters and its saved state; the servers
+        are in serve(resumed=True)."""
+        self._worker_only("load_state_dict()")
+        if self._comm.rank == 0:
+            distml._distml.ps_send_resume(self._comm, self.layout, flatten(params).numpy(),
+                                          states or [])
+
+    def serve(self, params, resumed):
         with torch.no_grad():
             views = [p.detach().numpy() for p in params]
         return distml._distml.ps_serve(self._comm, self.layout, views, self._mode,
-                                       self._staleness, self._server_options)
+                                       self._staleness, self._server_options, resumed)

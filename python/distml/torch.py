@@ -411,13 +411,15 @@ class DistributedOptimizer:
         """The ranks that train, as a group: shard the data over it (ShardedSampler's group)."""
         return self._ps.workers if self._ps is not None else distml._comm(self._group)
 
-    def serve(self):
+    def serve(self, resumed=False):
         """A parameter server's part ("ps", where trains is False): serves until every worker
-        has called finish(); returns the servers' report (updates, staleness histogram)."""
+        has called finish(); returns the servers' report (updates, staleness histogram).
+        `resumed`: the workers resume from a state_dict() (load_state_dict()): worker 0 sends
+        this server the parameters and its optimizer state first."""
         if self._ps is None or self._ps.trains:
             raise distml.UsageError("serve() is a parameter server rank's (strategy \"ps\", "
                                     "trains False)")
-        return self._ps.serve(self._params)
+        return self._ps.serve(self._params, resumed)
 
     def finish(self):
         """A worker's end of a "ps" run (after its last reconcile()): the servers stop, and
@@ -463,10 +465,11 @@ class DistributedOptimizer:
         (its name, the steps taken, which place local SGD's next average, whether the replicas
         differ, EASGD's centre, ZeRO's shard and the compressor's state), for an exact resume
         with load_state_dict."""
-        if self._ps is not None:
-            raise distml.UsageError("ps: state_dict() is not offered yet: the optimizer state "
-                                    "is on the servers")
         state = self.optimizer.state_dict()
+        if self._ps is not None:  # collective over the workers; the state is on the servers
+            state["distml"] = {"strategy": self.strategy, "steps": self._steps,
+                               "servers": self._ps.save(self._params)}
+            return state
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
                            "apart": sorted(self._apart),
                            "centre": [c.clone() for c in self._centre or []] or None,
@@ -487,6 +490,9 @@ class DistributedOptimizer:
                                     f'this optimizer runs "{self.strategy}"')
         self.optimizer.load_state_dict(state)
         self._steps = ours["steps"]
+        if self._ps is not None:
+            self._ps.resume(ours["servers"], self._params)
+            return
         self._apart = set(ours.get("apart", []))
         self._centre = [c.clone() for c in ours["centre"]] if ours.get("centre") else None
         if self._zero is not None:

@@ -133,13 +133,13 @@ def written_checkpoints(folder):
     return sorted(n for n in names if re.fullmatch(r"checkpoint-\d{12}\.dml|rl_checkpoint\.bin", n))
 
 
-def kill_after_first_checkpoint(distml, args, ckpt, rank):
-    """Runs `distml ARGS`, SIGKILLs `rank` once a checkpoint is written, and returns the job's
-    done line and stderr after it ended with exit 0."""
+def kill_after_first_checkpoint(distml, args, ckpt, rank, ready=lambda: True):
+    """Runs `distml ARGS`, SIGKILLs `rank` once a checkpoint is written (and `ready()`), and
+    returns the job's done line and stderr after it ended with exit 0."""
     job = subprocess.Popen([distml, *args], stdout=subprocess.PIPE,
                            stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 120
-    while time.time() < deadline and not written_checkpoints(ckpt):
+    while time.time() < deadline and not (written_checkpoints(ckpt) and ready()):
         time.sleep(0.005)
     victim = rank_process(job.pid, rank)
     if victim is None:
@@ -376,20 +376,31 @@ def preempt(distml, d, cfg, engine, sig):
 
 def timeline(distml, d, cfg):
     run_dir, ckpt = f"{d}/run", f"{d}/ckpt"
+    streams = [f"timeline.json.attempt0.rank{r}.jsonl" for r in (0, 1)]
+
+    def streamed_steps(stream):
+        try:
+            with open(f"{run_dir}/{stream}") as f:
+                return sum('"name":"step"' in line for line in f)
+        except FileNotFoundError:
+            return 0
+
+    # The kill waits until both ranks' streams (appended every 0.25 s) hold a step: under a
+    # loaded machine 300 steps could pass between two appends of rank 0's. 1200 steps keep
+    # the run going meanwhile.
     done, err = kill_after_first_checkpoint(
         distml, ["train", "--config", cfg, "--engine", "gloo", "--np", "2", "--json",
                  "--max-restarts", "1", "--run-dir", run_dir, "--timeline", "--set",
-                 f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=300"],
-        ckpt, 1)  # 300 steps: longer than the streams' 0.25 s between appends
+                 f"train.checkpoint_dir={ckpt}", "--set", "train.checkpoint_every=300",
+                 "--set", "train.max_steps=1200"],
+        ckpt, 1, ready=lambda: all(streamed_steps(s) for s in streams))
     files = sorted(os.listdir(run_dir))
-    streams = [f"timeline.json.attempt0.rank{r}.jsonl" for r in (0, 1)]
     if done["restarts"] != 1 or "timeline.attempt1.json" not in files or \
             any(s not in files for s in streams) or any(".attempt1.rank" in f for f in files):
         sys.exit(f"FAIL: expected attempt 0's streams of both ranks and attempt 1's trace file "
                  f"(its streams removed once written): {files}")
     for stream in streams:
-        with open(f"{run_dir}/{stream}") as f:
-            steps = sum('"name":"step"' in line for line in f)
+        steps = streamed_steps(stream)
         if steps == 0:
             sys.exit(f"FAIL: {stream} holds no step of the killed attempt")
         print(f"ok: {stream}: {steps} steps of the killed attempt")

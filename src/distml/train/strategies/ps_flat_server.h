@@ -19,8 +19,10 @@ struct FlatParameter {
 
 /// On a server rank of `layout`: serves the workers until every one has stopped, updating
 /// this server's buckets of `params` (every trainable parameter, in order) in place; then,
-/// collective over `world`, the servers' reports summed (sum_reports).
+/// collective over `world`, the servers' reports summed (sum_reports). `resumed`: first,
+/// worker 0's checkpoint parameters and this server's optimizer state (receive_resume).
 ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
-                        const std::vector<FlatParameter>& params, const ServerOptions& options);
+                        const std::vector<FlatParameter>& params, const ServerOptions& options,
+                        bool resumed);
 
 }  // namespace distml::train::ps

@@ -75,6 +75,44 @@ void tell_servers(comm::Communicator& world, const Layout& layout, double word) 
     world.send(comm::ConstBuffer{&word, 1, comm::DType::f64}, layout.workers + s, kControlTag);
 }
 
+std::vector<std::string> collect_server_states(comm::Communicator& world, const Layout& layout) {
+  std::vector<std::string> states;
+  const double save = kSave;
+  for (int s = 0; s < layout.servers; ++s) {
+    const int server = layout.workers + s;
+    world.send(comm::ConstBuffer{&save, 1, comm::DType::f64}, server, kControlTag);
+    std::int64_t size = 0;
+    world.recv(comm::Buffer{&size, 1, comm::DType::i64}, server, kStateTag);
+    std::string bytes(checked_state_size(size, layout.max_state_bytes(s), server), '\0');
+    world.recv(comm::Buffer{bytes.data(), bytes.size(), comm::DType::u8}, server, kStateTag);
+    states.push_back(std::move(bytes));
+  }
+  return states;
+}
+
+void send_resume(comm::Communicator& world, const Layout& layout, comm::ConstBuffer params,
+                 const std::vector<std::string>& states) {
+  for (int s = 0; s < layout.servers; ++s) {
+    const int server = layout.workers + s;
+    world.send(params, server, kStateTag);
+    const std::string none;
+    const std::string& state = static_cast<std::size_t>(s) < states.size() ? states[s] : none;
+    const auto size = static_cast<std::int64_t>(state.size());
+    world.send(comm::ConstBuffer{&size, 1, comm::DType::i64}, server, kStateTag);
+    world.send(comm::ConstBuffer{state.data(), state.size(), comm::DType::u8}, server, kStateTag);
+  }
+}
+
+std::string receive_resume(comm::Communicator& world, const Layout& layout, comm::Buffer params) {
+  world.recv(params, 0, kStateTag);
+  std::int64_t size = 0;
+  world.recv(comm::Buffer{&size, 1, comm::DType::i64}, 0, kStateTag);
+  const int me = world.rank() - layout.workers;
+  std::string state(checked_state_size(size, layout.max_state_bytes(me), 0), '\0');
+  world.recv(comm::Buffer{state.data(), state.size(), comm::DType::u8}, 0, kStateTag);
+  return state;
+}
+
 ServerReport sum_reports(const ServerReport& mine, comm::Communicator& world) {
   std::vector<std::int64_t> counts = mine.staleness;
   counts.push_back(mine.updates);

@@ -75,6 +75,17 @@ constexpr std::size_t kStalenessBins = 32;
 /// Collective over `world`: `word` (kSync, kStop) from this worker to every server, blocking.
 void tell_servers(comm::Communicator& world, const Layout& layout, double word);
 
+/// Worker 0, after a sync, for a checkpoint: every server's optimizer state (ps_strategy.h,
+/// 7.), in server order.
+std::vector<std::string> collect_server_states(comm::Communicator& world, const Layout& layout);
+/// Worker 0, after a resume: the checkpoint's parameters (every trainable one, flat, in order)
+/// and each server's optimizer state (empty: none) to every server.
+void send_resume(comm::Communicator& world, const Layout& layout, comm::ConstBuffer params,
+                 const std::vector<std::string>& states);
+/// A server rank, after a resume, before it serves: send_resume's parameters into `params`,
+/// and the returned optimizer state.
+std::string receive_resume(comm::Communicator& world, const Layout& layout, comm::Buffer params);
+
 /// What a server measured, summed over servers at the end of the run.
 struct ServerReport {
   std::vector<std::int64_t> staleness{std::vector<std::int64_t>(kStalenessBins, 0)};

@@ -6,6 +6,7 @@
 #include "distml/core/error.h"
 #include "distml/train/strategies/idle_watch.h"
 #include "distml/train/strategies/ps_flat_server.h"
+#include "distml/train/strategies/replicas.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train::ps {
@@ -254,7 +255,8 @@ void Server::run() {
 }
 
 ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
-                        const std::vector<FlatParameter>& params, const ServerOptions& options) {
+                        const std::vector<FlatParameter>& params, const ServerOptions& options,
+                        bool resumed) {
   std::vector<torch::Tensor> tensors;
   for (const auto& p : params) {
     if (p.data.dtype != comm::DType::f32 && p.data.dtype != comm::DType::f64)
@@ -265,6 +267,12 @@ ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
                          p.data.dtype == comm::DType::f32 ? torch::kFloat32 : torch::kFloat64));
   }
   Server server(world, layout, tensors, options);
+  if (resumed) {
+    auto flat = flat_copy(tensors);
+    const std::string state = receive_resume(world, layout, buffer_of(flat));
+    copy_from_flat(flat, tensors);
+    server.load_state(state);
+  }
   server.run();
   return sum_reports(server.report(), world);
 }

@@ -1,5 +1,6 @@
 #include "distml/train/strategies/ps_strategy.h"
 
+#include <cstring>
 #include <sstream>
 
 #include "distml/core/clock.h"
@@ -162,15 +163,10 @@ std::string PsStrategy::save_state() {
     archive.save_to(out);
     return out.str();
   }
-  control_ = ps::kSave;
-  for (int s = 0; s < layout_.servers; ++s) {
-    const int server = layout_.workers + s;
-    world_.send(comm::ConstBuffer{&control_, 1, comm::DType::f64}, server, ps::kControlTag);
-    std::int64_t size = 0;
-    world_.recv(comm::Buffer{&size, 1, comm::DType::i64}, server, ps::kStateTag);
-    const std::size_t n = ps::checked_state_size(size, layout_.max_state_bytes(s), server);
-    auto bytes = torch::empty({static_cast<std::int64_t>(n)}, torch::kUInt8);
-    world_.recv(comm::Buffer{bytes.data_ptr(), n, comm::DType::u8}, server, ps::kStateTag);
+  const auto states = ps::collect_server_states(world_, layout_);
+  for (std::size_t s = 0; s < states.size(); ++s) {  // as uint8 tensors, as checkpoints have them
+    const auto bytes = torch::empty({static_cast<std::int64_t>(states[s].size())}, torch::kUInt8);
+    std::memcpy(bytes.data_ptr(), states[s].data(), states[s].size());
     archive.write(cat("server_", s), bytes);
   }
   std::ostringstream out;
@@ -184,26 +180,19 @@ void PsStrategy::resumed_at(std::int64_t) {
     const auto flat = flat_copy(params_);
     torch::serialize::InputArchive archive;
     if (!saved_state_.empty()) archive.load_from(saved_state_.data(), saved_state_.size());
+    std::vector<std::string> states;
     for (int s = 0; s < layout_.servers; ++s) {
-      const int server = layout_.workers + s;
-      world_.send(buffer_of(flat), server, ps::kStateTag);
       torch::Tensor bytes = torch::empty({0}, torch::kUInt8);
       if (!saved_state_.empty()) archive.read(cat("server_", s), bytes);
-      const std::int64_t size = bytes.numel();
-      world_.send(comm::ConstBuffer{&size, 1, comm::DType::i64}, server, ps::kStateTag);
-      world_.send(
-          comm::ConstBuffer{bytes.data_ptr(), static_cast<std::size_t>(size), comm::DType::u8},
-          server, ps::kStateTag);
+      states.push_back(bytes.numel() == 0 ? std::string()
+                                          : std::string(static_cast<const char*>(bytes.data_ptr()),
+                                                        static_cast<std::size_t>(bytes.numel())));
     }
+    ps::send_resume(world_, layout_, buffer_of(flat), states);
   } else if (!trains()) {
     auto flat = flat_copy(params_);
-    world_.recv(buffer_of(flat), 0, ps::kStateTag);
+    const std::string state = ps::receive_resume(world_, layout_, buffer_of(flat));
     copy_from_flat(flat, params_);
-    std::int64_t size = 0;
-    world_.recv(comm::Buffer{&size, 1, comm::DType::i64}, 0, ps::kStateTag);
-    const int me = world_.rank() - layout_.workers;
-    std::string state(ps::checked_state_size(size, layout_.max_state_bytes(me), 0), '\0');
-    world_.recv(comm::Buffer{state.data(), state.size(), comm::DType::u8}, 0, ps::kStateTag);
     server_->load_state(state);
   }
 }

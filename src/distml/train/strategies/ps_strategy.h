@@ -105,7 +105,6 @@ class PsStrategy final : public Strategy {
   std::vector<Exchange> exchanges_;                   // per bucket
   std::vector<std::array<double, 2>> headers_;        // per server: the step header in flight
   std::vector<comm::Work> header_work_;
-  double control_ = 0;
   std::int64_t clock_ = 0;
   std::size_t pushes_this_step_ = 0, early_pushes_ = 0;
   std::chrono::steady_clock::time_point first_push_, last_push_, backward_end_;
