@@ -44,6 +44,16 @@ void bind_compressor(py::module_& m) {
           py::arg("flat"), py::arg("bucket"), py::arg("step"), py::arg("comm"),
           "Collective: the bucket's elements at the start of `flat` become their compressed "
           "average, in place; returns the bytes this rank sent.")
+      .def(
+          "pack",
+          [](BufferCompressor& c, const py::buffer& flat, std::size_t bucket, std::int64_t step,
+             int rank, const py::buffer& out) {
+            View v(flat, false, ""), o(out, true, "");
+            c.pack(v.buffer(), bucket, step, rank, o.buffer());
+          },
+          py::arg("flat"), py::arg("bucket"), py::arg("step"), py::arg("rank"), py::arg("out"),
+          "A parameter server worker's push: the bucket's gradients packed into `out`.")
+      .def("packed_bytes", &BufferCompressor::packed_bytes, py::arg("bucket"))
       .def("save_state", [](const BufferCompressor& c) { return py::bytes(c.save_state()); })
       .def("load_state", &BufferCompressor::load_state);
 }

@@ -18,8 +18,8 @@ namespace py = pybind11;
 
 namespace distml::python {
 
-void bind_estimators(py::module_& m);  // estimators.cc
-void bind_compressor(py::module_& m);  // compressor_binding.cc
+void bind_estimators(py::module_& m);        // estimators.cc
+void bind_compressor(py::module_& m);        // compressor_binding.cc
 void bind_parameter_server(py::module_& m);  // ps_binding.cc
 
 namespace {

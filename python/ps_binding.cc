@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,8 +61,8 @@ void bind_parameter_server(py::module_& m) {
   m.def(
       "ps_serve",
       [](Comm& comm, const Layout& layout, const std::vector<py::buffer>& params,
-         const std::string& mode, int staleness, const train::OptimizerOptions& optim,
-         bool resumed) {
+         const std::string& mode, int staleness, const train::OptimizerOptions& optim, bool resumed,
+         const std::optional<train::compress::CompressOptions>& compress) {
         std::vector<View> views;
         std::vector<train::ps::FlatParameter> flat;
         for (const auto& p : params) {
@@ -73,12 +74,13 @@ void bind_parameter_server(py::module_& m) {
         train::ps::ServerReport summed;
         {
           py::gil_scoped_release unlocked;
-          summed = train::ps::serve_flat(comm.communicator(), layout, flat, options, resumed);
+          summed = train::ps::serve_flat(comm.communicator(), layout, flat, options, resumed,
+                                         compress ? &*compress : nullptr);
         }
         return report_dict(summed);
       },
       py::arg("comm"), py::arg("layout"), py::arg("params"), py::arg("mode"), py::arg("staleness"),
-      py::arg("optim"), py::arg("resumed"),
+      py::arg("optim"), py::arg("resumed"), py::arg("compress"),
       "A server rank's part: serves until every worker has stopped, then the reports summed.");
   m.def(
       "ps_collect_states",

@@ -4,13 +4,14 @@ Python run compresses what `distml train` would, with the same random draws and 
 feedback. Under "allreduce" (and "post_local_sgd"'s warm-up) each bucket's average is the
 compressor's, bucket by bucket after backward (allreduce_strategy.h); under "local_sgd" (and
 "post_local_sgd" after its warm-up) each average sends the compressed change of the parameters
-since the last average, the anchor (local_sgd_strategy.h). Before `warmup_steps`, plain
-averages."""
+since the last average, the anchor (local_sgd_strategy.h); under "ps" each worker packs its
+buckets for the servers, which unpack them (ps_strategy.h). Before `warmup_steps`, plain
+averages (not under "ps", which compresses every push)."""
 import torch
 
 import distml
 
-STRATEGIES = ("allreduce", "local_sgd", "post_local_sgd")
+STRATEGIES = ("allreduce", "local_sgd", "post_local_sgd", "ps")
 KEYS = ("name", "ratio", "levels", "rank", "error_feedback", "warmup_steps", "seed")
 
 
@@ -64,12 +65,18 @@ class Compression:
             raise distml.ConfigError(f"compression needs float32 or float64 parameters, not "
                                      f"{params[0].dtype}")
         o = options(compression)
+        self.packs = opt.strategy == "ps"  # for the servers, which unpack each worker's
+        if self.packs and o.warmup_steps > 0:
+            raise distml.ConfigError(f"compression: warmup_steps = {o.warmup_steps}: strategy ps "
+                                     "compresses every push (its servers post receives of the "
+                                     "packed size)")
+        self.options = o
         self.warmup_steps = o.warmup_steps
         self._buckets = self._model = self._anchor = None
         if opt.strategy != "local_sgd":
             shapes = [[list(params[i].shape) for i in members] for members in opt._buckets]
             self._buckets = distml._distml.BucketCompressor(o, shapes, dtype)
-        if opt.strategy != "allreduce":
+        if opt.strategy in ("local_sgd", "post_local_sgd"):
             # The local half counts its steps from the end of post_local_sgd's warm-up.
             o.warmup_steps = max(0, o.warmup_steps - opt._warmup) \
                 if opt.strategy == "post_local_sgd" else o.warmup_steps
@@ -79,11 +86,18 @@ class Compression:
 
     def compresses_gradients(self, steps):
         """Whether the gradients of the step after `steps` go through the compressor."""
-        return self._buckets is not None and steps >= self.warmup_steps
+        return self._buckets is not None and not self.packs and steps >= self.warmup_steps
 
     def reduce_bucket(self, flat, bucket, step, comm):
         """Collective: `flat` becomes the compressed average of bucket `bucket` at `step`."""
         self._buckets.reduce(flat.numpy(), bucket, step, comm)
+
+    def packed_bytes(self, bucket):
+        return self._buckets.packed_bytes(bucket)
+
+    def pack(self, flat, bucket, step, rank, out):
+        """A parameter server worker's push of bucket `bucket` at `step`, packed into `out`."""
+        self._buckets.pack(flat.numpy(), bucket, step, rank, out)
 
     def before_local_steps(self, params):
         """Before local SGD's first update: the model its first average starts from."""

@@ -60,6 +60,9 @@ class ParameterServer:
         self.trains = comm.rank < self.layout.workers
         self.workers = comm.split(0 if self.trains else -1, comm.rank)
         self._comm, self._mode, self._staleness = comm, mode, staleness
+        self._compression = opt._compression  # packs each push, or None
+        self._packed = [np.empty(self._compression.packed_bytes(b), dtype=np.uint8)
+                        for b in range(len(self.layout.buckets))] if self._compression else []
         self._fresh = [torch.empty(n, dtype=params[0].dtype) for n in self.layout.elements]
         self._pushes = [None] * len(self._fresh)
         self._pulls = [None] * len(self._fresh)
@@ -74,6 +77,9 @@ class ParameterServer:
     def push(self, b, flat):
         """Bucket b's gradients to its server; its fresh parameters will come back."""
         server = self.layout.server_rank(b)
+        if self._compression is not None:
+            self._compression.pack(flat, b, self._clock + 1, self._comm.rank, self._packed[b])
+            flat = self._packed[b]
         self._pushes[b] = distml.send(flat, server, distml._distml.ps_push_tag(b),
                                       group=self._comm, async_op=True)
         self._pulls[b] = distml.recv(self._fresh[b], server, distml._distml.ps_pull_tag(b),
@@ -140,5 +146,6 @@ class ParameterServer:
     def serve(self, params, resumed):
         with torch.no_grad():
             views = [p.detach().numpy() for p in params]
-        return distml._distml.ps_serve(self._comm, self.layout, views, self._mode,
-                                       self._staleness, self._server_options, resumed)
+        return distml._distml.ps_serve(
+            self._comm, self.layout, views, self._mode, self._staleness, self._server_options,
+            resumed, self._compression.options if self._compression else None)

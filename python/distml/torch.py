@@ -112,7 +112,7 @@ class DistributedOptimizer:
     pull parameters, and call finish() at the end.
     `compression` (a compressor's name, or a dict of docs/training.md's compress.* keys: name,
     ratio, levels, rank, error_feedback, warmup_steps, seed) runs the C++ trainer's compressors
-    under allreduce, local_sgd and post_local_sgd (distml/_compression.py). One backward per
+    under allreduce, local_sgd, post_local_sgd and ps (distml/_compression.py). One backward per
     step (gradient accumulation is not offered yet). Other strategies
     are refused, naming what is offered.
 
@@ -468,7 +468,9 @@ class DistributedOptimizer:
         state = self.optimizer.state_dict()
         if self._ps is not None:  # collective over the workers; the state is on the servers
             state["distml"] = {"strategy": self.strategy, "steps": self._steps,
-                               "servers": self._ps.save(self._params)}
+                               "servers": self._ps.save(self._params),
+                               "compression": self._compression.state_dict()
+                               if self._compression else None}
             return state
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
                            "apart": sorted(self._apart),
@@ -491,6 +493,8 @@ class DistributedOptimizer:
         self.optimizer.load_state_dict(state)
         self._steps = ours["steps"]
         if self._ps is not None:
+            if self._compression is not None:
+                self._compression.load_state_dict(ours["compression"])
             self._ps.resume(ours["servers"], self._params)
             return
         self._apart = set(ours.get("apart", []))

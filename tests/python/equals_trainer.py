@@ -43,7 +43,9 @@ CASES = [(2, "allreduce", {}), (2, "zero", {"stage": 2}), (2, "post_local_sgd", 
          (3, "allreduce", {"compression": {"name": "powersgd", "rank": 1}}),
          (3, "local_sgd", {"compression": {"name": "randomk", "ratio": 0.5}}),
          (2, "post_local_sgd", {"compression": {"name": "topk", "ratio": 0.25,
-                                                "warmup_steps": 1}})]
+                                                "warmup_steps": 1}}),
+         (3, "ps", {"servers": 1, "mode": "bsp",
+                    "compression": {"name": "topk", "ratio": 0.25}})]
 PERIOD, WARMUP, ALPHA, LR, MOMENTUM = 3, 3, 0.2, 0.1, 0.9
 BOUND = 1e-12  # see the docstring
 

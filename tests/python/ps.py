@@ -1,7 +1,8 @@
 """DistributedOptimizer with strategy ps (bsp, the last rank a server, the others workers)
 against one process training on the workers' whole batch, and its exact resume from
 state_dict(): 4 steps, a checkpoint, a fresh optimizer (and server) that load it, 5 more steps,
-bit for bit the 9 steps of one run.
+bit for bit the 9 steps of one run; and the same resume with top-k compression, whose
+error-feedback residuals are the workers' state.
 
 Each worker takes an equal slice of a 12-row batch; the server averages the workers' mean-loss
 gradients, which is the whole batch's, and steps SGD with momentum: the single process's
@@ -24,22 +25,22 @@ torch.set_default_dtype(torch.float64)
 STEPS, workers = 9, n - 1
 
 
-def optimizer():
+def optimizer(compression):
     net = model()
     sgd = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
     return net, distml.torch.DistributedOptimizer(sgd, net, strategy="ps", servers=1,
                                                   first_bucket_mb=100 / 2**20,
-                                                  bucket_mb=200 / 2**20)
+                                                  bucket_mb=200 / 2**20, compression=compression)
 
 
-def run(stop=None):
+def run(stop=None, compression=None):
     """The workers' parameters after STEPS steps, restarted from a state_dict() after `stop`
     steps; None on the server."""
-    net, opt = optimizer()
+    net, opt = optimizer(compression)
     if not opt.trains:
         opt.serve()
         if stop is not None:  # the restarted run: the workers hand over the checkpoint
-            net, opt = optimizer()
+            net, opt = optimizer(compression)
             opt.serve(resumed=True)
         return None
     rows = slice(r * 12 // workers, (r + 1) * 12 // workers)
@@ -47,7 +48,7 @@ def run(stop=None):
         if step == stop:
             saved = {"model": net.state_dict(), "optimizer": opt.state_dict()}
             opt.finish()
-            net, opt = optimizer()
+            net, opt = optimizer(compression)
             net.load_state_dict(saved["model"])
             opt.load_state_dict(saved["optimizer"])
         x, y = batch(step)
@@ -61,6 +62,8 @@ def run(stop=None):
 
 
 straight, resumed = run(), run(stop=4)
+topk = {"name": "topk", "ratio": 0.25}
+compressed, compressed_resumed = run(compression=topk), run(stop=4, compression=topk)
 if straight is not None:
     reference = model()
     sgd = torch.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
@@ -76,11 +79,15 @@ if straight is not None:
     if worst > 1e-12 or (want - start).abs().max().item() < 1e-3:
         failures.append(f"ps differs from one process by {worst:.3g} (bound 1e-12), or the "
                         "model did not train")
-    if not torch.equal(straight, resumed):
-        failures.append("a resume at step 4 differs from one run by "
-                        f"{(straight - resumed).abs().max().item():.3g}")
+    for what, one, two in (("", straight, resumed), (" with topk", compressed,
+                                                       compressed_resumed)):
+        if not torch.equal(one, two):
+            failures.append(f"a resume at step 4{what} differs from one run by "
+                            f"{(one - two).abs().max().item():.3g}")
+    if (compressed - straight).abs().max().item() < 1e-6:
+        failures.append("topk changed nothing: were the pushes compressed?")
     if failures:
         print(f"rank {r}: " + "; ".join(failures), file=sys.stderr)
         sys.exit(1)
     print(f"rank {r} of {n} (a worker of {workers}): ps follows one process ({worst:.3g}) and "
-          "resumes exactly")
+          "resumes exactly, with and without topk")

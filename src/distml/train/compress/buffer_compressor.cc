@@ -1,5 +1,7 @@
 #include "distml/train/compress/buffer_compressor.h"
 
+#include <cstring>
+
 #include "distml/core/error.h"
 #include "distml/train/compress/compressor.h"
 
@@ -34,17 +36,42 @@ BufferCompressor::BufferCompressor(const CompressOptions& options,
 
 BufferCompressor::~BufferCompressor() = default;
 
+namespace {
+
+// `data` as bucket `bucket`'s gradients, after checking that it holds them.
+torch::Tensor bucket_view(comm::Buffer data, std::size_t bucket, torch::ScalarType type,
+                          const std::vector<std::int64_t>& elements) {
+  const bool same_type =
+      data.dtype == (type == torch::kFloat32 ? comm::DType::f32 : comm::DType::f64);
+  if (bucket >= elements.size() || !same_type ||
+      data.count < static_cast<std::size_t>(elements[bucket]))
+    throw UsageError(cat("compression: bucket ", bucket, " of ", elements.size(), " needs ",
+                         bucket < elements.size() ? elements[bucket] : 0, " elements of ",
+                         c10::toString(type), "; got ", data.count, " of ",
+                         comm::dtype_name(data.dtype)));
+  return torch::from_blob(data.data, {elements[bucket]}, type);
+}
+
+}  // namespace
+
+void BufferCompressor::pack(comm::Buffer data, std::size_t bucket, std::int64_t step, int rank,
+                            comm::Buffer out) {
+  const auto packed = impl_->compressor->pack(
+      bucket_view(data, bucket, impl_->type, impl_->elements), bucket, step, rank);
+  const auto bytes = static_cast<std::size_t>(packed.bytes.numel());
+  if (out.dtype != comm::DType::u8 || out.count != bytes)
+    throw UsageError(cat("compression: bucket ", bucket, " packs into ", bytes,
+                         " bytes; got a buffer of ", out.count, " ", comm::dtype_name(out.dtype)));
+  std::memcpy(out.data, packed.bytes.data_ptr(), bytes);
+}
+
+std::size_t BufferCompressor::packed_bytes(std::size_t bucket) const {
+  return impl_->compressor->packed_bytes(bucket, impl_->elements.at(bucket));
+}
+
 std::size_t BufferCompressor::reduce(comm::Buffer data, std::size_t bucket, std::int64_t step,
                                      comm::Communicator& comm) {
-  const bool same_type = (data.dtype == comm::DType::f32) == (impl_->type == torch::kFloat32) &&
-                         (data.dtype == comm::DType::f32 || data.dtype == comm::DType::f64);
-  if (bucket >= impl_->elements.size() || !same_type ||
-      data.count < static_cast<std::size_t>(impl_->elements[bucket]))
-    throw UsageError(cat("compression: bucket ", bucket, " of ", impl_->elements.size(), " needs ",
-                         bucket < impl_->elements.size() ? impl_->elements[bucket] : 0,
-                         " elements of ", c10::toString(impl_->type), "; got ", data.count, " of ",
-                         comm::dtype_name(data.dtype)));
-  const auto grads = torch::from_blob(data.data, {impl_->elements[bucket]}, impl_->type);
+  const auto grads = bucket_view(data, bucket, impl_->type, impl_->elements);
   const auto reduced = impl_->compressor->reduce(grads, bucket, step, comm);
   grads.copy_(reduced.average);
   return reduced.bytes_sent;

@@ -28,6 +28,10 @@ class BufferCompressor {
   /// the first). Returns the payload bytes this rank sent.
   std::size_t reduce(comm::Buffer data, std::size_t bucket, std::int64_t step,
                      comm::Communicator& comm);
+  /// A parameter server worker's side: bucket `bucket`'s gradients in `data` packed for step
+  /// `step` (1 for the first) into `out`, of packed_bytes(bucket) bytes (compressor.h, pack()).
+  void pack(comm::Buffer data, std::size_t bucket, std::int64_t step, int rank, comm::Buffer out);
+  std::size_t packed_bytes(std::size_t bucket) const;
   std::string save_state() const;
   void load_state(const std::string& state);
 

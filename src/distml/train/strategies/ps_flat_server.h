@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/train/compress/compress_options.h"
 #include "distml/train/strategies/ps_protocol.h"
 
 namespace distml::train::ps {
@@ -21,8 +22,9 @@ struct FlatParameter {
 /// this server's buckets of `params` (every trainable parameter, in order) in place; then,
 /// collective over `world`, the servers' reports summed (sum_reports). `resumed`: first,
 /// worker 0's checkpoint parameters and this server's optimizer state (receive_resume).
+/// `compress`: the workers' compressor (their pushes are packed), or null.
 ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
                         const std::vector<FlatParameter>& params, const ServerOptions& options,
-                        bool resumed);
+                        bool resumed, const compress::CompressOptions* compress);
 
 }  // namespace distml::train::ps

@@ -256,7 +256,7 @@ void Server::run() {
 
 ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
                         const std::vector<FlatParameter>& params, const ServerOptions& options,
-                        bool resumed) {
+                        bool resumed, const compress::CompressOptions* compress) {
   std::vector<torch::Tensor> tensors;
   for (const auto& p : params) {
     if (p.data.dtype != comm::DType::f32 && p.data.dtype != comm::DType::f64)
@@ -266,7 +266,17 @@ ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
         torch::from_blob(p.data.data, p.shape,
                          p.data.dtype == comm::DType::f32 ? torch::kFloat32 : torch::kFloat64));
   }
-  Server server(world, layout, tensors, options);
+  std::unique_ptr<compress::Compressor> unpacker;
+  if (compress) {
+    std::vector<compress::BucketLayout> layouts;
+    for (const auto& bucket : layout.buckets) {
+      std::vector<torch::Tensor> members;
+      for (std::size_t p : bucket) members.push_back(tensors[p]);
+      layouts.push_back(compress::layout_of(members, *compress));
+    }
+    unpacker = compress::make_compressor(*compress, layouts);
+  }
+  Server server(world, layout, tensors, options, unpacker.get());
   if (resumed) {
     auto flat = flat_copy(tensors);
     const std::string state = receive_resume(world, layout, buffer_of(flat));
