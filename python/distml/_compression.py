@@ -10,23 +10,10 @@ averages (not under "ps", which compresses every push)."""
 import torch
 
 import distml
+from distml._flat import flatten, unflatten_into
 
 STRATEGIES = ("allreduce", "local_sgd", "post_local_sgd", "ps")
 KEYS = ("name", "ratio", "levels", "rank", "error_feedback", "warmup_steps", "seed")
-
-
-def flatten(tensors):
-    """The tensors laid end to end, a copy."""
-    with torch.no_grad():
-        return torch.cat([t.reshape(-1) for t in tensors])
-
-
-def unflatten_into(flat, tensors):
-    with torch.no_grad():
-        offset = 0
-        for t in tensors:
-            t.copy_(flat[offset:offset + t.numel()].view_as(t))
-            offset += t.numel()
 
 
 def options(compression):
@@ -78,11 +65,12 @@ class Compression:
             self._buckets = distml._distml.BucketCompressor(o, shapes, dtype)
         if opt.strategy in ("local_sgd", "post_local_sgd"):
             # The local half counts its steps from the end of post_local_sgd's warm-up.
-            o.warmup_steps = max(0, o.warmup_steps - opt._warmup) \
+            local = options(compression)
+            local.warmup_steps = max(0, o.warmup_steps - opt._warmup) \
                 if opt.strategy == "post_local_sgd" else o.warmup_steps
-            self._local_warmup = o.warmup_steps
-            self._model = distml._distml.BucketCompressor(o, [[list(p.shape) for p in params]],
-                                                          dtype)
+            self._local_warmup = local.warmup_steps
+            self._model = distml._distml.BucketCompressor(
+                local, [[list(p.shape) for p in params]], dtype)
 
     def compresses_gradients(self, steps):
         """Whether the gradients of the step after `steps` go through the compressor."""

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 
 import distml
-from distml._compression import flatten, unflatten_into
+from distml._flat import flatten, unflatten_into
 
 MODES = ("bsp", "asp", "ssp")
 

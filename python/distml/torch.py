@@ -20,7 +20,8 @@ import torch.distributed
 
 import distml
 from distml import _c10d
-from distml._compression import Compression, flatten, unflatten_into
+from distml._compression import Compression
+from distml._flat import flatten, unflatten_into
 from distml._ps import ParameterServer
 from distml._zero import ZeroShard
 
@@ -463,21 +464,17 @@ class DistributedOptimizer:
     def state_dict(self):
         """The wrapped optimizer's state_dict plus the strategy's own state under "distml"
         (its name, the steps taken, which place local SGD's next average, whether the replicas
-        differ, EASGD's centre, ZeRO's shard and the compressor's state), for an exact resume
-        with load_state_dict."""
+        differ, EASGD's centre, ZeRO's shard, the compressor's state, and for ps the servers'
+        optimizer states), for an exact resume with load_state_dict. With ps, collective over
+        the workers."""
         state = self.optimizer.state_dict()
-        if self._ps is not None:  # collective over the workers; the state is on the servers
-            state["distml"] = {"strategy": self.strategy, "steps": self._steps,
-                               "servers": self._ps.save(self._params),
-                               "compression": self._compression.state_dict()
-                               if self._compression else None}
-            return state
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
                            "apart": sorted(self._apart),
                            "centre": [c.clone() for c in self._centre or []] or None,
                            "zero": self._zero.state_dict() if self._zero else None,
                            "compression": self._compression.state_dict()
-                           if self._compression else None}
+                           if self._compression else None,
+                           "servers": self._ps.save(self._params) if self._ps else None}
         return state
 
     def load_state_dict(self, state):
@@ -490,22 +487,19 @@ class DistributedOptimizer:
         if ours["strategy"] != self.strategy:
             raise distml.UsageError(f'the state was saved with strategy "{ours["strategy"]}", '
                                     f'this optimizer runs "{self.strategy}"')
+        if self._compression is not None and not ours.get("compression"):
+            raise distml.UsageError("the state was saved without compression, and this "
+                                    "optimizer compresses")
         self.optimizer.load_state_dict(state)
         self._steps = ours["steps"]
-        if self._ps is not None:
-            if self._compression is not None:
-                self._compression.load_state_dict(ours["compression"])
-            self._ps.resume(ours["servers"], self._params)
-            return
         self._apart = set(ours.get("apart", []))
         self._centre = [c.clone() for c in ours["centre"]] if ours.get("centre") else None
         if self._zero is not None:
             self._zero.load_state_dict(ours["zero"])
         if self._compression is not None:
-            if not ours.get("compression"):
-                raise distml.UsageError("the state was saved without compression, and this "
-                                        "optimizer compresses")
             self._compression.load_state_dict(ours["compression"])
+        if self._ps is not None:  # the servers, in serve(resumed=True), get theirs
+            self._ps.resume(ours["servers"], self._params)
 
 
 class _Join:
