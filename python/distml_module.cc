@@ -21,6 +21,7 @@ namespace distml::python {
 void bind_estimators(py::module_& m);        // estimators.cc
 void bind_compressor(py::module_& m);        // compressor_binding.cc
 void bind_parameter_server(py::module_& m);  // ps_binding.cc
+void bind_row_table(py::module_& m);         // row_table_binding.cc
 
 namespace {
 
@@ -114,6 +115,7 @@ PYBIND11_MODULE(_distml, m) {
   python::bind_estimators(m);
   python::bind_compressor(m);
   python::bind_parameter_server(m);
+  python::bind_row_table(m);
   m.def("connect", &python::connect, py::arg("timeout_s"), py::arg("stall_warn_s"),
         "Joins the world that `distml launch` started (comm::connect).");
 }

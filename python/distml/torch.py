@@ -22,6 +22,7 @@ import distml
 from distml import _c10d
 from distml._compression import Compression
 from distml._flat import flatten, unflatten_into
+from distml._hybrid import RowTables
 from distml._ps import ParameterServer
 from distml._zero import ZeroShard
 
@@ -110,24 +111,26 @@ class DistributedOptimizer:
     (ring, exponential, complete) every step, the exchange starting with backward; "ps" is
     the C++ parameter server (`servers`, `mode`, `staleness`; distml/_ps.py): the last
     `servers` ranks serve (trains False: they call serve()), the workers push gradients and
-    pull parameters, and call finish() at the end.
+    pull parameters, and call finish() at the end. "hybrid" (Parallax; distml/_hybrid.py)
+    serves the rows of the model's sparse embeddings (Embedding / EmbeddingBag with sparse=True)
+    on their owner ranks, with plain SGD, and averages the other parameters as "allreduce".
     `compression` (a compressor's name, or a dict of docs/training.md's compress.* keys: name,
     ratio, levels, rank, error_feedback, warmup_steps, seed) runs the C++ trainer's compressors
     under allreduce, local_sgd, post_local_sgd and ps (distml/_compression.py). One backward per
-    step (gradient accumulation is not offered yet). Other strategies
-    are refused, naming what is offered.
+    step (gradient accumulation is not offered yet).
 
     Ranks with different numbers of batches train inside `with opt.join():` (join())."""
 
-    STRATEGIES = ("allreduce", "zero", "local_sgd", "post_local_sgd", "easgd", "gossip", "ps")
+    STRATEGIES = ("allreduce", "zero", "local_sgd", "post_local_sgd", "easgd", "gossip", "ps",
+                  "hybrid")
 
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
                  group=None, period=8, warmup_steps=0, average_optimizer_state=False, alpha=0.1,
                  stage=1, topology="ring", compression=None, servers=1, mode="bsp",
                  staleness=3):
         if strategy not in self.STRATEGIES:
-            raise distml.UsageError(f'strategy "{strategy}" is not available from Python yet: '
-                                    f'one of {", ".join(self.STRATEGIES)}')
+            raise distml.UsageError(f'strategy "{strategy}" is not one of '
+                                    f'{", ".join(self.STRATEGIES)}')
         if strategy != "allreduce" and period < 1:
             raise distml.UsageError(f"period must be at least 1 step, not {period}")
         if strategy == "post_local_sgd" and warmup_steps < 0:
@@ -140,7 +143,7 @@ class DistributedOptimizer:
         self._period = period
         # Steps of synchronous all-reduce before local SGD (the C++ strategies' protocol).
         self._warmup = {"allreduce": float("inf"), "zero": float("inf"), "ps": float("inf"),
-                        "post_local_sgd": warmup_steps}.get(strategy, 0)
+                        "hybrid": float("inf"), "post_local_sgd": warmup_steps}.get(strategy, 0)
         self._alpha = alpha
         self._centre = None  # easgd's centre variable, a copy on every rank
         self._average_state = average_optimizer_state
@@ -153,7 +156,10 @@ class DistributedOptimizer:
             if strategy == "gossip" else []
         self._exchange = None  # gossip's transfers in flight: (sent, received, handles)
         self._joining = False  # inside join(): sums and a count of the ranks still training
-        self._params = [p for p in model.parameters() if p.requires_grad]
+        # hybrid's tables are served by rows; the buckets hold the rest.
+        self._tables = RowTables(optimizer, model, group) if strategy == "hybrid" else None
+        self._params = [p for p in model.parameters()
+                        if p.requires_grad and not (self._tables and self._tables.holds(p))]
         sizes = [p.numel() * p.element_size() for p in self._params]
         self._buckets = distml._distml.plan_buckets(sizes, int(first_bucket_mb * 2**20),
                                                     int(bucket_mb * 2**20))
@@ -309,6 +315,8 @@ class DistributedOptimizer:
             return None
         if self._syncing():
             self.synchronize()
+        if self._tables is not None:
+            self._tables.step()
         if self.strategy == "easgd" and self._centre is None:  # the start, before any step
             self._centre = [p.detach().clone() for p in self._params]
         if self._zero is not None:

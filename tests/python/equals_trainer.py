@@ -3,8 +3,9 @@
 
 usage: equals_trainer.py DISTML
 
-This driver writes a CSV of 48 rows (6 features, 3 classes) and a scripted 6-8-3 MLP, and for
-each world size, strategy and compressor runs `distml train --engine local` exporting the
+This driver writes a CSV of 48 rows (6 features, 3 classes) and a scripted 6-8-3 MLP (for
+hybrid: rows of 6 word ids and a scripted EmbeddingBag with sparse=True before a linear
+layer, trained without momentum, as hybrid requires), and for each world size, strategy and compressor runs `distml train --engine local` exporting the
 reconciled weights. Then one `distml launch --engine gloo` per world size runs this script's
 worker side, which trains the same module on the same rows for the same steps with each
 strategy (a parameter server's rank serves), calls reconcile() and writes its weights. The
@@ -45,8 +46,15 @@ CASES = [(2, "allreduce", {}), (2, "zero", {"stage": 2}), (2, "post_local_sgd", 
          (2, "post_local_sgd", {"compression": {"name": "topk", "ratio": 0.25,
                                                 "warmup_steps": 1}}),
          (3, "ps", {"servers": 1, "mode": "bsp",
-                    "compression": {"name": "topk", "ratio": 0.25}})]
+                    "compression": {"name": "topk", "ratio": 0.25}}),
+         (3, "hybrid", {})]
 PERIOD, WARMUP, ALPHA, LR, MOMENTUM = 3, 3, 0.2, 0.1, 0.9
+WORDS = 30  # the word-id model's table rows
+
+
+def inputs(strategy):
+    """The files a case trains on: the MLP's, or for hybrid the word-id model's."""
+    return ("words", 0.0) if strategy == "hybrid" else ("mlp", MOMENTUM)
 BOUND = 1e-12  # see the docstring
 
 
@@ -66,30 +74,50 @@ def cli_overrides(options):
     return [arg for s in sets for arg in ("--set", s)]
 
 
+class Words(torch.nn.Module):
+    """fastText's shape: the mean of a row's word embeddings (id 0 pads), then a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.words = torch.nn.EmbeddingBag(WORDS, 4, mode="mean", sparse=True, padding_idx=0)
+        self.out = torch.nn.Linear(4, 3)
+
+    def forward(self, ids):
+        return self.out(self.words(ids.long()))
+
+
 def write_inputs(folder):
-    """Features k/16 are exact in float32 (the CSV reader's type) and float64."""
+    """Features k/16 and word ids are exact in float32 (the CSV reader's type) and float64."""
     g = torch.Generator().manual_seed(3)
-    x = torch.randint(-16, 17, (ROWS, 6), generator=g) / 16.0
+    features = torch.randint(-16, 17, (ROWS, 6), generator=g) / 16.0
     y = torch.randint(0, 3, (ROWS,), generator=g)
-    with open(os.path.join(folder, "train.csv"), "w") as f:
-        f.write(",".join(f"f{i}" for i in range(6)) + ",label\n")
-        for row, label in zip(x.tolist(), y.tolist()):
-            f.write(",".join(repr(v) for v in row) + f",{label}\n")
+    ids = torch.randint(0, WORDS, (ROWS, 6), generator=g).double()
     torch.manual_seed(11)
-    net = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))
-    torch.jit.script(net).save(os.path.join(folder, "model.pt"))
-    with open(os.path.join(folder, "run.toml"), "w") as f:
+    for name, x, net in [
+            ("mlp", features,
+             torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.Tanh(), torch.nn.Linear(8, 3))),
+            ("words", ids, Words())]:
+        with open(os.path.join(folder, f"{name}.csv"), "w") as f:
+            f.write(",".join(f"f{i}" for i in range(6)) + ",label\n")
+            for row, label in zip(x.tolist(), y.tolist()):
+                f.write(",".join(repr(v) for v in row) + f",{label}\n")
+        torch.jit.script(net).save(os.path.join(folder, f"{name}.pt"))
+        write_config(folder, name, MOMENTUM if name == "mlp" else 0.0)
+
+
+def write_config(folder, name, momentum):
+    with open(os.path.join(folder, f"{name}.toml"), "w") as f:
         f.write(f"""[data]
 dataset = "csv"
-path = "{folder}/train.csv"
-test_path = "{folder}/train.csv"
+path = "{folder}/{name}.csv"
+test_path = "{folder}/{name}.csv"
 [model]
 name = "torchscript"
-path = "{folder}/model.pt"
+path = "{folder}/{name}.pt"
 [optim]
 name = "sgd"
 lr = {LR}
-momentum = {MOMENTUM}
+momentum = {momentum}
 [train]
 batch_size = {BATCH}
 max_steps = {STEPS}
@@ -101,24 +129,24 @@ period = {PERIOD}
 warmup_steps = {WARMUP}
 alpha = {ALPHA}
 """)
-    return x, y
 
 
 def drive(distml_bin):
     with tempfile.TemporaryDirectory() as folder:
         write_inputs(folder)
         for i, (np_, strategy, options) in enumerate(CASES):
-            subprocess.run([distml_bin, "train", "--config", f"{folder}/run.toml", "--np",
+            subprocess.run([distml_bin, "train", "--config",
+                            f"{folder}/{inputs(strategy)[0]}.toml", "--np",
                             str(np_), "--engine", "local", "--set", f"strategy.name={strategy}",
                             "--set", f"train.export={folder}/cpp_{i}.pt"] +
                            cli_overrides(options), check=True, stdout=subprocess.DEVNULL)
         for np_ in sorted({c[0] for c in CASES}):
             subprocess.run([distml_bin, "launch", "-n", str(np_), "--engine", "gloo", "--",
                             sys.executable, __file__, "--worker", folder], check=True)
-        start = torch.jit.load(f"{folder}/model.pt").state_dict()
         failed = False
         for i, case in enumerate(CASES):
             name = describe(case)
+            start = torch.jit.load(f"{folder}/{inputs(case[1])[0]}.pt").state_dict()
             cpp = torch.load(f"{folder}/cpp_{i}.pt")
             py = torch.load(f"{folder}/py_{i}.pt")
             if sorted(cpp) != sorted(py):
@@ -141,15 +169,16 @@ def work(folder):
     import distml.torch
     distml.init(timeout=60)
     torch.set_default_dtype(torch.float64)
-    x, y = load_rows(folder)
     for i, (np_, strategy, options) in enumerate(CASES):
         if np_ != distml.size():
             continue
-        net = torch.jit.load(f"{folder}/model.pt").double()
+        name, momentum = inputs(strategy)
+        x, y = load_rows(f"{folder}/{name}.csv")
+        net = torch.jit.load(f"{folder}/{name}.pt").double()
         if "compression" in options:  # the trainer's compressors draw from train.seed
             options = dict(options, compression=dict(options["compression"], seed=SEED))
         opt = distml.torch.DistributedOptimizer(
-            torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM), net, strategy=strategy,
+            torch.optim.SGD(net.parameters(), lr=LR, momentum=momentum), net, strategy=strategy,
             period=PERIOD, warmup_steps=WARMUP, alpha=ALPHA, **options)
         if not opt.trains:  # a parameter server's rank
             opt.serve()
@@ -174,9 +203,9 @@ def work(folder):
             torch.save(net.state_dict(), f"{folder}/py_{i}.pt")
 
 
-def load_rows(folder):
+def load_rows(path):
     """The CSV as the trainer reads it: float32 features (exact here), widened to float64."""
-    rows = [line.strip().split(",") for line in open(f"{folder}/train.csv").readlines()[1:]]
+    rows = [line.strip().split(",") for line in open(path).readlines()[1:]]
     x = torch.tensor([[float(v) for v in r[:-1]] for r in rows], dtype=torch.float64)
     return x, torch.tensor([int(r[-1]) for r in rows])
 

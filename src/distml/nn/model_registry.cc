@@ -22,6 +22,21 @@ torch::OrderedDict<std::string, torch::Tensor> ordered(const Slots& slots) {
   return out;
 }
 
+// The weights of the scripted torch.nn.Embedding and EmbeddingBag built with sparse=True (a
+// constant of theirs), as tensors_of finds them in built-in modules.
+std::vector<std::string> sparse_embeddings(const torch::jit::Module& module) {
+  std::vector<std::string> names;
+  for (const auto& m : module.named_modules()) {
+    const auto type = m.value.type();
+    const std::string kind = type->name() ? type->name()->name() : "";
+    const auto sparse = type->findConstant("sparse");
+    if ((kind == "Embedding" || kind == "EmbeddingBag") && sparse && sparse->isBool() &&
+        sparse->toBool())
+      names.push_back(m.name.empty() ? "weight" : m.name + ".weight");
+  }
+  return names;
+}
+
 // The user's module, with a forward that distml can call.
 Model load_torchscript(const std::string& path) {
   if (path.empty())
@@ -122,6 +137,7 @@ ModelTensors Model::tensors() const {
     t.buffer_names.push_back(b.key());
     t.buffers.push_back(b.value());
   }
+  t.sparse_names = sparse_embeddings(*script_);
   return t;
 }
 

@@ -3,14 +3,9 @@
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/train/strategies/replicas.h"
+#include "distml/train/strategies/row_sharded_flat.h"
 
 namespace distml::train {
-namespace {
-
-// Point-to-point tags of the tables, two each (row_sharded_table.h), clear of other traffic.
-constexpr int kFirstTableTag = 64;
-
-}  // namespace
 
 HybridStrategy::HybridStrategy(comm::Communicator& comm, HybridStrategyOptions options)
     : comm_(comm), options_(std::move(options)) {}

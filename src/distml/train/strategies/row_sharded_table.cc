@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "distml/core/error.h"
+#include "distml/train/strategies/row_sharded_flat.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
@@ -105,6 +106,27 @@ std::size_t RowShardedTable::step(const torch::Tensor& gradient, double lr) {
   table_.index_copy_(0, published_ids, published_rows);
   bytes += count * (id_bytes + row_bytes);
   return bytes;
+}
+
+std::size_t step_flat_table(comm::Communicator& comm, comm::Buffer table, std::int64_t dim,
+                            comm::ConstBuffer ids, comm::ConstBuffer values, double lr, int tag) {
+  if (table.dtype != comm::DType::f32 && table.dtype != comm::DType::f64)
+    throw UsageError(cat("a row-sharded table of ", comm::dtype_name(table.dtype),
+                         "; float32 or float64 expected"));
+  if (ids.dtype != comm::DType::i64 || values.dtype != table.dtype ||
+      values.count != ids.count * dim || dim <= 0 || table.count % dim != 0)
+    throw UsageError(cat("a row-sharded table's gradient: ", ids.count, " ids of ",
+                         comm::dtype_name(ids.dtype), " and ", values.count, " values of ",
+                         comm::dtype_name(values.dtype), " for rows of ", dim, " ",
+                         comm::dtype_name(table.dtype), "; int64 ids and one row per id expected"));
+  const auto type = table.dtype == comm::DType::f32 ? torch::kFloat32 : torch::kFloat64;
+  const auto rows = static_cast<std::int64_t>(table.count) / dim;
+  const auto count = static_cast<std::int64_t>(ids.count);
+  // Read only: from_blob wants a mutable pointer.
+  const auto id_tensor = torch::from_blob(const_cast<void*>(ids.data), {1, count}, torch::kLong);
+  const auto rows_tensor = torch::from_blob(const_cast<void*>(values.data), {count, dim}, type);
+  RowShardedTable sharded(comm, torch::from_blob(table.data, {rows, dim}, type), tag);
+  return sharded.step(torch::sparse_coo_tensor(id_tensor, rows_tensor, {rows, dim}), lr);
 }
 
 }  // namespace distml::train
