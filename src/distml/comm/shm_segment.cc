@@ -1,13 +1,17 @@
 #include "distml/comm/shm_segment.h"
 
 #include <fcntl.h>
+#include <linux/futex.h>
 #include <sched.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <climits>
 #include <cstring>
 #include <random>
 #include <string>
@@ -32,6 +36,31 @@ constexpr std::size_t kRankBytes = kLine + (2 * sizeof(Published) + kLine - 1) /
 // Rank r's arrival counter: the number of barriers it has entered.
 std::atomic<std::uint64_t>& arrival(std::byte* base, int r) {
   return *reinterpret_cast<std::atomic<std::uint64_t>*>(base + r * kRankBytes);
+}
+
+// After the ranks' lines, on a line of its own: the doorbell, rung (incremented) by every
+// arrival, on which a rank that has waited long sleeps (a futex), and how many sleep on it.
+struct Doorbell {
+  std::atomic<std::uint32_t> rings, sleepers;
+};
+static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
+
+Doorbell& doorbell(std::byte* base, int size) {
+  return *reinterpret_cast<Doorbell*>(base + size * kRankBytes);
+}
+
+// The futex calls on the shared mapping (not FUTEX_PRIVATE: the sleepers are other processes).
+void sleep_unless_rung(std::atomic<std::uint32_t>& rings, std::uint32_t seen,
+                       std::chrono::nanoseconds at_most) {
+  const timespec timeout{static_cast<time_t>(at_most.count() / 1000000000),
+                         static_cast<long>(at_most.count() % 1000000000)};
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&rings), FUTEX_WAIT, seen, &timeout, nullptr,
+          0);
+}
+
+void wake_all(std::atomic<std::uint32_t>& rings) {
+  syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&rings), FUTEX_WAKE, INT_MAX, nullptr,
+          nullptr, 0);
 }
 
 Published* published(std::byte* base, int r) {
@@ -96,7 +125,7 @@ ShmSegment::ShmSegment(std::byte* base, std::size_t bytes, int rank, int size,
 ShmSegment::~ShmSegment() { munmap(base_, bytes_); }
 
 std::size_t ShmSegment::header_bytes(int size) {
-  return (static_cast<std::size_t>(size) * kRankBytes + kPage - 1) / kPage * kPage;
+  return (static_cast<std::size_t>(size) * kRankBytes + kLine + kPage - 1) / kPage * kPage;
 }
 
 std::byte* ShmSegment::part(int buffer, int r, int j, std::size_t shift) const {
@@ -181,20 +210,44 @@ std::size_t ShmSegment::agree(const AlgoContext& ctx, const Signature& signature
       cat(ctx.what(), ": the ranks of this host disagree on the collective (", each, ")"));
 }
 
+// Spins while the others are likely a copy away, yields for a while, then sleeps on the
+// doorbell: a rank that waits for another still computing must not take that rank's core
+// (with ranks and their helper threads outnumbering cores, a yielding spinner kept the rank it
+// waited for at a fraction of its speed for whole runs). Sequentially consistent operations
+// on the arrivals, the rings and the sleepers: a sleeper counts itself, then reads the rings,
+// then the arrivals; an arrival publishes itself, rings, then reads the sleepers; so either the
+// sleeper sees the arrival or the arrival sees the sleeper and wakes it.
 void ShmSegment::barrier(const AlgoContext& ctx) {
+  using namespace std::chrono;
+  constexpr auto kYieldFor = microseconds(50);
+  Doorbell& bell = doorbell(base_, size_);
   const std::uint64_t epoch = ++barriers_;
-  arrival(base_, rank_).store(epoch, std::memory_order_release);
-  for (std::uint64_t spins = 0;; ++spins) {
-    int missing = 0;
+  arrival(base_, rank_).store(epoch);
+  bell.rings.fetch_add(1);
+  if (bell.sleepers.load() > 0) wake_all(bell.rings);
+  const auto arrived = [&] {
     for (int r = 0; r < size_; ++r)
-      missing += arrival(base_, r).load(std::memory_order_acquire) < epoch;
-    if (missing == 0) return;
+      if (arrival(base_, r).load() < epoch) return false;
+    return true;
+  };
+  steady_clock::time_point yielding_since{};
+  for (std::uint64_t spins = 0;; ++spins) {
+    if (arrived()) return;
     if (spins < 256) {  // the others are usually a copy away
       cpu_relax();
       continue;
     }
-    sched_yield();  // ranks may outnumber cores
-    if (spins % 1024 == 0 && ctx.deadline().passed()) {
+    const auto now = steady_clock::now();
+    if (spins == 256) yielding_since = now;
+    if (now - yielding_since < kYieldFor) {
+      sched_yield();
+      continue;
+    }
+    bell.sleepers.fetch_add(1);
+    const std::uint32_t seen = bell.rings.load();
+    if (!arrived()) sleep_unless_rung(bell.rings, seen, milliseconds(100));
+    bell.sleepers.fetch_sub(1);
+    if (ctx.deadline().passed() && !arrived()) {
       std::string ranks;
       for (int r = 0; r < size_; ++r)
         if (arrival(base_, r).load(std::memory_order_acquire) < epoch)

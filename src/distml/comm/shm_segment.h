@@ -49,8 +49,9 @@ class ShmSegment {
   /// whose address matches an earlier store's in the low 12 bits waits for that store).
   std::size_t agree(const AlgoContext& ctx, const Signature& signature, const void* data);
 
-  /// Returns once every rank of the group has called it as often. Spins briefly, then yields;
-  /// TimeoutError naming `ctx.what()` and the ranks that have not arrived at the deadline.
+  /// Returns once every rank of the group has called it as often. Spins briefly, yields for
+  /// 50 us, then sleeps until an arrival wakes it; TimeoutError naming `ctx.what()` and the
+  /// ranks that have not arrived at the deadline.
   void barrier(const AlgoContext& ctx);
 
  private:
