@@ -9,6 +9,7 @@
 
 #include "communicator_binding.h"
 #include "distml/comm/engines.h"
+#include "distml/core/allocator.h"
 #include "distml/core/error.h"
 #include "distml/data/sharded_sampler.h"
 #include "distml/train/bucket_planner.h"
@@ -46,6 +47,7 @@ PYBIND11_MODULE(_distml, m) {
   using python::Comm;
   using python::Handle;
   m.doc() = "distml's communicator (import distml, not this module)";
+  keep_freed_memory_for_reuse();  // the training loop's tensors reused, not faulted in each step
 
   // The hierarchy of core/error.h, under the names Python users expect to catch.
   auto error = py::register_exception<Error>(m, "Error", PyExc_RuntimeError);

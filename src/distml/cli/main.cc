@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "bench.h"
+#include "distml/core/allocator.h"
 #include "distml/core/config_schema.h"
 #include "distml/core/error.h"
 #include "distml/core/preemption.h"
@@ -84,6 +85,7 @@ static void refuse_unknown_command(CLI::App& app, int argc, char** argv) {
 }
 
 int main(int argc, char** argv) {
+  distml::keep_freed_memory_for_reuse();
   die_with_launcher();
   distml::cli::default_to_gloo_under_srun();  // before the engine picks the binary and defaults
 #ifndef DISTML_WITH_TORCH

@@ -1,0 +1,25 @@
+#include "distml/core/allocator.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+namespace distml {
+
+void keep_freed_memory_for_reuse() {
+#ifdef __GLIBC__
+  const char* tunables = std::getenv("GLIBC_TUNABLES");
+  if ((tunables && std::strstr(tunables, "glibc.malloc.")) ||
+      std::getenv("MALLOC_TRIM_THRESHOLD_") || std::getenv("MALLOC_MMAP_THRESHOLD_"))
+    return;
+  // Both, or the one left alone stays at its default, which is what churns (setting either
+  // turns the adaptation off).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+#endif
+}
+
+}  // namespace distml
