@@ -223,8 +223,11 @@ JobEnd run_children(const std::vector<ChildSpec>& specs, bool prefix_output, boo
       for (auto& c : children) {
         if (c.pid != pid) continue;
         c.running = false;
+        // A child the launcher stopped (mpirun waiting for a lost host) leaves its pipes to
+        // processes it can no longer reach, with nothing left to say: a quarter second.
         if (--running == 0)
-          drain_until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+          drain_until = std::chrono::steady_clock::now() +
+                        (c.stopped ? std::chrono::milliseconds(250) : std::chrono::seconds(1));
         const int code = exit_code_of(status);
         // A process killed by a signal we did not send is the likelier cause than one that
         // exited with an error in the same moment (a peer that lost its connection to it). One
