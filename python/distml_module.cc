@@ -23,6 +23,7 @@ void bind_estimators(py::module_& m);        // estimators.cc
 void bind_compressor(py::module_& m);        // compressor_binding.cc
 void bind_parameter_server(py::module_& m);  // ps_binding.cc
 void bind_row_table(py::module_& m);         // row_table_binding.cc
+void bind_easgd_centre(py::module_& m);      // easgd_binding.cc
 
 namespace {
 
@@ -118,6 +119,7 @@ PYBIND11_MODULE(_distml, m) {
   python::bind_compressor(m);
   python::bind_parameter_server(m);
   python::bind_row_table(m);
+  python::bind_easgd_centre(m);
   m.def("connect", &python::connect, py::arg("timeout_s"), py::arg("stall_warn_s"),
         "Joins the world that `distml launch` started (comm::connect).");
 }

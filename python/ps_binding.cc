@@ -10,6 +10,7 @@
 
 #include "communicator_binding.h"
 #include "distml/train/strategies/ps_flat_server.h"
+#include "flat_parameters.h"
 
 namespace distml::python {
 namespace {
@@ -64,12 +65,7 @@ void bind_parameter_server(py::module_& m) {
          const std::string& mode, int staleness, const train::OptimizerOptions& optim, bool resumed,
          const std::optional<train::compress::CompressOptions>& compress) {
         std::vector<View> views;
-        std::vector<train::ps::FlatParameter> flat;
-        for (const auto& p : params) {
-          views.emplace_back(p, true, "");
-          flat.push_back({views.back().buffer(),
-                          {views.back().info.shape.begin(), views.back().info.shape.end()}});
-        }
+        const auto flat = flat_parameters(params, views);
         const train::ps::ServerOptions options{train::ps::parse_mode(mode), staleness, optim};
         train::ps::ServerReport summed;
         {

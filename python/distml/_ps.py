@@ -88,7 +88,6 @@ class ParameterServer:
     def step(self, lr, params):
         """After backward: the step header to every server that holds a bucket, then the
         pulled parameters into `params`."""
-        self._worker_only("step()")
         for s, held in enumerate(self.layout.server_bytes):
             if held == 0:
                 continue  # holds no bucket: no steps to hear about

@@ -21,6 +21,7 @@ import torch.distributed
 import distml
 from distml import _c10d
 from distml._compression import Compression
+from distml._easgd import ElasticCentre
 from distml._flat import flatten, unflatten_into
 from distml._hybrid import RowTables
 from distml._ps import ParameterServer
@@ -107,9 +108,11 @@ class DistributedOptimizer:
     optimizer state with average_optimizer_state); "post_local_sgd" is "allreduce" for the
     first `warmup_steps` steps, then "local_sgd" with its first average `period` steps after
     the warm-up; "easgd" pulls the replicas towards a centre variable every `period` steps by
-    `alpha`; "gossip" (D-PSGD) mixes each rank's parameters with its neighbours' in `topology`
-    (ring, exponential, complete) every step, the exchange starting with backward; "ps" is
-    the C++ parameter server (`servers`, `mode`, `staleness`; distml/_ps.py): the last
+    `alpha` (with asynchronous=True the C++ asynchronous EASGD instead: the last rank holds the
+    centre and serves, each worker exchanges with it every `period` steps on its own schedule;
+    distml/_easgd.py); "gossip" (D-PSGD) mixes each rank's parameters with its neighbours' in
+    `topology` (ring, exponential, complete) every step, the exchange starting with backward;
+    "ps" is the C++ parameter server (`servers`, `mode`, `staleness`; distml/_ps.py): the last
     `servers` ranks serve (trains False: they call serve()), the workers push gradients and
     pull parameters, and call finish() at the end. "hybrid" (Parallax; distml/_hybrid.py)
     serves the rows of the model's sparse embeddings (Embedding / EmbeddingBag with sparse=True)
@@ -127,7 +130,7 @@ class DistributedOptimizer:
     def __init__(self, optimizer, model, strategy="allreduce", bucket_mb=25.0, first_bucket_mb=1.0,
                  group=None, period=8, warmup_steps=0, average_optimizer_state=False, alpha=0.1,
                  stage=1, topology="ring", compression=None, servers=1, mode="bsp",
-                 staleness=3):
+                 staleness=3, asynchronous=False):
         if strategy not in self.STRATEGIES:
             raise distml.UsageError(f'strategy "{strategy}" is not one of '
                                     f'{", ".join(self.STRATEGIES)}')
@@ -136,7 +139,11 @@ class DistributedOptimizer:
         if strategy == "post_local_sgd" and warmup_steps < 0:
             raise distml.UsageError(f"warmup_steps must be >= 0, not {warmup_steps}")
         ranks = distml._comm(group).size
-        if strategy == "easgd" and not 0 < alpha * ranks <= 1:
+        if asynchronous and strategy != "easgd":
+            raise distml.UsageError(f'asynchronous=True is easgd\'s, not "{strategy}"\'s')
+        if strategy == "easgd" and asynchronous and not 0 < alpha <= 1:
+            raise distml.UsageError(f"asynchronous easgd needs 0 < alpha <= 1, not {alpha}")
+        if strategy == "easgd" and not asynchronous and not 0 < alpha * ranks <= 1:
             raise distml.UsageError(f"easgd needs 0 < alpha x ranks <= 1 (alpha {alpha}, "
                                     f"{ranks} ranks): beyond, the centre overshoots the mean")
         self.strategy = strategy
@@ -191,8 +198,12 @@ class DistributedOptimizer:
         self._zero = ZeroShard(self, stage) if strategy == "zero" else None
         self._compression = None if compression in (None, "none") else \
             Compression(self, compression)
-        self._ps = ParameterServer(self, servers, mode, staleness, int(first_bucket_mb * 2**20),
-                                   int(bucket_mb * 2**20)) if strategy == "ps" else None
+        # The ranks that serve instead of training: ps's servers, asynchronous EASGD's centre.
+        self._server = ParameterServer(
+            self, servers, mode, staleness, int(first_bucket_mb * 2**20),
+            int(bucket_mb * 2**20)) if strategy == "ps" else \
+            ElasticCentre(self, alpha) if asynchronous else None
+        self._ps = self._server if strategy == "ps" else None
         self._accumulators = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
@@ -304,6 +315,8 @@ class DistributedOptimizer:
         return _Join(self)
 
     def step(self, closure=None):
+        if not self.trains:
+            raise distml.UsageError("step() on a serving rank (trains False): it calls serve()")
         if self._ps is not None:  # the servers step; the fresh parameters come back
             if closure is not None:
                 raise distml.UsageError("ps: the servers apply the update; step() takes no "
@@ -317,7 +330,8 @@ class DistributedOptimizer:
             self.synchronize()
         if self._tables is not None:
             self._tables.step()
-        if self.strategy == "easgd" and self._centre is None:  # the start, before any step
+        if self.strategy == "easgd" and self._centre is None and self._server is None:
+            # synchronous EASGD's centre: the parameters at the start, before any step
             self._centre = [p.detach().clone() for p in self._params]
         if self._zero is not None:
             if closure is not None:
@@ -337,7 +351,9 @@ class DistributedOptimizer:
         if self.strategy == "gossip":
             self._mix()
         elif local > 0 and local % self._period == 0:
-            if self.strategy == "easgd":
+            if self._server is not None:  # asynchronous EASGD
+                self._server.exchange(self._params)
+            elif self.strategy == "easgd":
                 self._elastic_update()
             else:
                 self.average_parameters()
@@ -405,35 +421,38 @@ class DistributedOptimizer:
         return [t for p in self._params for t in self.optimizer.state.get(p, {}).values()
                 if torch.is_tensor(t) and t.is_floating_point() and t.dim() > 0]
 
-    def _average(self, tensors):
+    def _average(self, tensors, over=None):
+        """Each tensor replaced by its average over `over` (default: the optimizer's group)."""
         with torch.no_grad():
             for t in tensors:
-                distml.allreduce(t.data, op="avg", group=self._group)
+                distml.allreduce(t.data, op="avg", group=self._group if over is None else over)
 
     @property
     def trains(self):
-        """False on a parameter server's rank ("ps"), which calls serve() instead of training."""
-        return self._ps is None or self._ps.trains
+        """False on a rank that serves instead of training (calls serve()): a parameter server
+        ("ps"), asynchronous EASGD's centre."""
+        return self._server is None or self._server.trains
 
     @property
     def workers(self):
         """The ranks that train, as a group: shard the data over it (ShardedSampler's group)."""
-        return self._ps.workers if self._ps is not None else distml._comm(self._group)
+        return self._server.workers if self._server is not None else distml._comm(self._group)
 
     def serve(self, resumed=False):
-        """A parameter server's part ("ps", where trains is False): serves until every worker
-        has called finish(); returns the servers' report (updates, staleness histogram).
+        """A serving rank's part (trains False): serves until every worker has called
+        finish(); for ps returns the servers' report (updates, staleness histogram).
         `resumed`: the workers resume from a state_dict() (load_state_dict()): worker 0 sends
-        this server the parameters and its optimizer state first."""
-        if self._ps is None or self._ps.trains:
-            raise distml.UsageError("serve() is a parameter server rank's (strategy \"ps\", "
-                                    "trains False)")
-        return self._ps.serve(self._params, resumed)
+        this rank the parameters (and a server its optimizer state) first."""
+        if self._server is None or self._server.trains:
+            raise distml.UsageError("serve() is a serving rank's (a parameter server, "
+                                    "asynchronous EASGD's centre: trains False)")
+        return self._server.serve(self._params, resumed)
 
     def finish(self):
-        """A worker's end of a "ps" run (after its last reconcile()): the servers stop, and
-        their report comes back (updates, staleness histogram). Nothing for other strategies."""
-        return self._ps.finish() if self._ps is not None else None
+        """A worker's end of a "ps" or asynchronous "easgd" run (after its last reconcile()):
+        the serving ranks stop; ps's report comes back (updates, staleness histogram). Nothing
+        for other strategies."""
+        return self._server.finish() if self._server is not None else None
 
     def reconcile(self):
         """Collective: every replica becomes the one model the run stands for, as the C++
@@ -445,6 +464,11 @@ class DistributedOptimizer:
         every worker has asked. Call it before evaluating or saving the model."""
         if self._ps is not None:
             self._ps.sync(self._params)
+            return
+        if self._server is not None:  # asynchronous EASGD: the centre, the state averaged
+            self._server.sync(self._params)
+            self._average(self._state_tensors(), over=self._server.workers)
+            self._apart = set()
             return
         if self.strategy == "easgd" and self._apart:
             with torch.no_grad():
@@ -474,7 +498,11 @@ class DistributedOptimizer:
         (its name, the steps taken, which place local SGD's next average, whether the replicas
         differ, EASGD's centre, ZeRO's shard, the compressor's state, and for ps the servers'
         optimizer states), for an exact resume with load_state_dict. With ps, collective over
-        the workers."""
+        the workers; asynchronous EASGD first reconciles (the model becomes the centre, as a
+        C++ checkpoint saves it), collective over the workers and the centre rank."""
+        asynchronous = self._server is not None and self._ps is None
+        if asynchronous:
+            self.reconcile()
         state = self.optimizer.state_dict()
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
                            "apart": sorted(self._apart),
@@ -482,7 +510,8 @@ class DistributedOptimizer:
                            "zero": self._zero.state_dict() if self._zero else None,
                            "compression": self._compression.state_dict()
                            if self._compression else None,
-                           "servers": self._ps.save(self._params) if self._ps else None}
+                           "servers": self._ps.save(self._params) if self._ps else None,
+                           "asynchronous": asynchronous}
         return state
 
     def load_state_dict(self, state):
@@ -495,6 +524,9 @@ class DistributedOptimizer:
         if ours["strategy"] != self.strategy:
             raise distml.UsageError(f'the state was saved with strategy "{ours["strategy"]}", '
                                     f'this optimizer runs "{self.strategy}"')
+        if ours.get("asynchronous", False) != (self._server is not None and self._ps is None):
+            raise distml.UsageError("the state was saved with another asynchronous= than this "
+                                    "optimizer's")
         if self._compression is not None and not ours.get("compression"):
             raise distml.UsageError("the state was saved without compression, and this "
                                     "optimizer compresses")
@@ -508,6 +540,8 @@ class DistributedOptimizer:
             self._compression.load_state_dict(ours["compression"])
         if self._ps is not None:  # the servers, in serve(resumed=True), get theirs
             self._ps.resume(ours["servers"], self._params)
+        elif self._server is not None:  # the centre, in serve(resumed=True), gets the model
+            self._server.resume(self._params)
 
 
 class _Join:

@@ -4,12 +4,13 @@
 usage: equals_trainer.py DISTML
 
 This driver writes a CSV of 48 rows (6 features, 3 classes) and a scripted 6-8-3 MLP (for
-hybrid: rows of 6 word ids and a scripted EmbeddingBag with sparse=True before a linear
-layer, trained without momentum, as hybrid requires), and for each world size, strategy and compressor runs `distml train --engine local` exporting the
-reconciled weights. Then one `distml launch --engine gloo` per world size runs this script's
-worker side, which trains the same module on the same rows for the same steps with each
-strategy (a parameter server's rank serves), calls reconcile() and writes its weights. The
-two must be one model: the trainer's float64 run against the Python run in float64.
+hybrid: rows of 6 word ids and a scripted EmbeddingBag with sparse=True before a linear layer,
+trained without momentum, as hybrid requires), and for each world size, strategy and compressor
+runs `distml train --engine local` exporting the reconciled weights. Then one `distml launch
+--engine gloo` per world size runs this script's worker side, which trains the same module on
+the same rows for the same steps with each strategy (a parameter server's rank serves), calls
+reconcile() and writes its weights. The two must be one model: the trainer's float64 run against
+the Python run in float64.
 
 The bound. Both sides compute the same float64 arithmetic on the same rows: mean cross-entropy
 gradients averaged over the ranks, SGD with momentum, the strategies' averages. They may differ
@@ -36,7 +37,8 @@ ROWS, BATCH, STEPS, SEED = 48, 4, 8, 5
 # each); period 3, warm-up 3 and alpha 0.2 put local SGD's and EASGD's exchanges mid-epoch
 # and leave the replicas apart at the end (8 - 0 and 8 - 3 are not multiples of 3). The
 # compressors that take float64; topk's compress.warmup_steps 1 under post_local_sgd runs
-# both of its compressors (the buckets' in the warm-up, the model's after it).
+# both of its compressors (the buckets' in the warm-up, the model's after it). Asynchronous
+# EASGD at 2 ranks: one worker and the centre rank, so the exchanges come in one order.
 CASES = [(2, "allreduce", {}), (2, "zero", {"stage": 2}), (2, "post_local_sgd", {}),
          (2, "easgd", {}), (3, "allreduce", {}), (3, "zero", {"stage": 1}), (3, "local_sgd", {}),
          (2, "gossip", {}), (3, "gossip", {}), (3, "ps", {"servers": 1, "mode": "bsp"}),
@@ -47,7 +49,7 @@ CASES = [(2, "allreduce", {}), (2, "zero", {"stage": 2}), (2, "post_local_sgd", 
                                                 "warmup_steps": 1}}),
          (3, "ps", {"servers": 1, "mode": "bsp",
                     "compression": {"name": "topk", "ratio": 0.25}}),
-         (3, "hybrid", {})]
+         (3, "hybrid", {}), (2, "easgd", {"asynchronous": True})]
 PERIOD, WARMUP, ALPHA, LR, MOMENTUM = 3, 3, 0.2, 0.1, 0.9
 WORDS = 30  # the word-id model's table rows
 
@@ -70,7 +72,8 @@ def cli_overrides(options):
         if key == "compression":
             sets += [f"compress.{k}={v}" for k, v in value.items()]
         else:
-            sets.append(f"strategy.{key}={value}")
+            text = str(value).lower() if isinstance(value, bool) else value  # TOML's true
+            sets.append(f"strategy.{key}={text}")
     return [arg for s in sets for arg in ("--set", s)]
 
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "distml/core/error.h"
+#include "distml/train/strategies/easgd_centre_flat.h"
 #include "distml/train/strategies/idle_watch.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/tensor_buffer.h"
@@ -10,9 +11,93 @@
 namespace distml::train {
 namespace {
 
-constexpr int kExchangeTag = 1, kControlTag = 2;  // worker -> centre; the answer uses kExchangeTag
-constexpr int kResumeTag = 3;                      // worker 0 -> centre, once, after a resume
-constexpr double kSync = 1, kStop = 2;
+using easgd::kControlTag, easgd::kExchangeTag, easgd::kResumeTag, easgd::kStop, easgd::kSync;
+
+// What the centre rank keeps about one worker.
+struct Peer {
+  int rank;
+  torch::Tensor incoming, answer;
+  comm::Work exchange_work, control_work, answer_work;
+  double control = 0;
+  bool syncing = false, stopped = false;
+};
+
+// 3. and the centre's half of 4. and 5., on the last rank of `world`, over `params` (the
+// centre variable, updated in place at the end). Returns the payload bytes sent.
+std::size_t serve_centre(comm::Communicator& world, const std::vector<torch::Tensor>& params,
+                         double alpha) {
+  torch::Tensor centre = flat_copy(params);
+  const int centre_rank = world.size() - 1;
+  std::size_t bytes_sent = 0;
+  std::vector<Peer> peers(centre_rank);
+  auto post_control = [&](Peer& w) {
+    w.control_work =
+        world.irecv(comm::Buffer{&w.control, 1, comm::DType::f64}, w.rank, kControlTag);
+  };
+  for (int r = 0; r < centre_rank; ++r) {
+    Peer& w = peers[r];
+    w.rank = r;
+    w.incoming = torch::empty_like(centre);
+    w.answer = torch::empty_like(centre);
+    w.exchange_work = world.irecv(buffer_of(w.incoming), r, kExchangeTag);
+    post_control(w);
+  }
+  auto answer = [&](Peer& w, const torch::Tensor& values) {
+    w.answer_work.wait();  // the previous answer still owns the buffer
+    w.answer.copy_(values);
+    w.answer_work = world.isend(buffer_of(w.answer), w.rank, kExchangeTag);
+    bytes_sent += w.answer.numel() * w.answer.element_size();
+  };
+  IdleWatch watch(world.options().timeout);
+  auto running = [&] {
+    return std::any_of(peers.begin(), peers.end(), [](const Peer& w) { return !w.stopped; });
+  };
+  while (running()) {
+    bool progress = false;
+    for (Peer& w : peers) {
+      if (w.stopped) continue;
+      if (w.exchange_work.test()) {
+        w.exchange_work.wait();
+        const torch::Tensor d = alpha * (w.incoming - centre);
+        centre += d;
+        answer(w, d);
+        w.exchange_work = world.irecv(buffer_of(w.incoming), w.rank, kExchangeTag);
+        progress = true;
+      }
+      if (w.control_work.test()) {
+        w.control_work.wait();
+        if (w.control == kStop) {
+          w.stopped = true;
+        } else if (w.control == kSync) {
+          w.syncing = true;
+          post_control(w);
+        } else {
+          throw CommError(cat("EASGD centre rank ", world.rank(), ": worker ", w.rank,
+                              " sent an unknown control word ", w.control));
+        }
+        progress = true;
+      }
+    }
+    if (std::all_of(peers.begin(), peers.end(),
+                    [](const Peer& w) { return w.stopped || w.syncing; }))
+      for (Peer& w : peers)
+        if (w.syncing) {
+          answer(w, centre);
+          w.syncing = false;
+        }
+    if (watch.expired(progress)) {
+      std::string waiting;
+      for (const Peer& w : peers)
+        if (!w.stopped) waiting += cat(waiting.empty() ? "" : ", ", w.rank);
+      throw TimeoutError(cat("EASGD centre rank ", world.rank(), ": no message from worker(s) ",
+                             waiting, " for ", watch.timeout_s(), " s"));
+    }
+  }
+  // The receives still posted for stopped workers never complete: nothing more is sent.
+  for (Peer& w : peers) w.answer_work.wait();
+  copy_from_flat(centre, params);
+  return bytes_sent;
+}
 
 }  // namespace
 
@@ -93,85 +178,22 @@ void AsyncEasgdStrategy::reconcile(torch::optim::Optimizer& optimizer) {
 
 void AsyncEasgdStrategy::finish() { send_control(kStop); }
 
-// What the centre rank keeps about one worker.
-struct AsyncEasgdStrategy::Peer {
-  int rank;
-  torch::Tensor incoming, answer;
-  comm::Work exchange_work, control_work, answer_work;
-  double control = 0;
-  bool syncing = false, stopped = false;
-};
-
-// 3. and the centre's half of 4. and 5.
 void AsyncEasgdStrategy::serve() {
-  torch::Tensor centre = flat_parameters();
-  std::vector<Peer> peers(centre_rank_);
-  auto post_control = [&](Peer& w) {
-    w.control_work =
-        world_.irecv(comm::Buffer{&w.control, 1, comm::DType::f64}, w.rank, kControlTag);
-  };
-  for (int r = 0; r < centre_rank_; ++r) {
-    Peer& w = peers[r];
-    w.rank = r;
-    w.incoming = torch::empty_like(centre);
-    w.answer = torch::empty_like(centre);
-    w.exchange_work = world_.irecv(buffer_of(w.incoming), r, kExchangeTag);
-    post_control(w);
-  }
-  auto answer = [&](Peer& w, const torch::Tensor& values) {
-    w.answer_work.wait();  // the previous answer still owns the buffer
-    w.answer.copy_(values);
-    w.answer_work = world_.isend(buffer_of(w.answer), w.rank, kExchangeTag);
-    stats_.bytes_sent += w.answer.numel() * w.answer.element_size();
-  };
-  IdleWatch watch(world_.options().timeout);
-  auto running = [&] {
-    return std::any_of(peers.begin(), peers.end(), [](const Peer& w) { return !w.stopped; });
-  };
-  while (running()) {
-    bool progress = false;
-    for (Peer& w : peers) {
-      if (w.stopped) continue;
-      if (w.exchange_work.test()) {
-        w.exchange_work.wait();
-        const torch::Tensor d = options_.alpha * (w.incoming - centre);
-        centre += d;
-        answer(w, d);
-        w.exchange_work = world_.irecv(buffer_of(w.incoming), w.rank, kExchangeTag);
-        progress = true;
-      }
-      if (w.control_work.test()) {
-        w.control_work.wait();
-        if (w.control == kStop) {
-          w.stopped = true;
-        } else if (w.control == kSync) {
-          w.syncing = true;
-          post_control(w);
-        } else {
-          throw CommError(cat("EASGD centre rank ", world_.rank(), ": worker ", w.rank,
-                              " sent an unknown control word ", w.control));
-        }
-        progress = true;
-      }
-    }
-    if (std::all_of(peers.begin(), peers.end(),
-                    [](const Peer& w) { return w.stopped || w.syncing; }))
-      for (Peer& w : peers)
-        if (w.syncing) {
-          answer(w, centre);
-          w.syncing = false;
-        }
-    if (watch.expired(progress)) {
-      std::string waiting;
-      for (const Peer& w : peers)
-        if (!w.stopped) waiting += cat(waiting.empty() ? "" : ", ", w.rank);
-      throw TimeoutError(cat("EASGD centre rank ", world_.rank(), ": no message from worker(s) ",
-                             waiting, " for ", watch.timeout_s(), " s"));
-    }
-  }
-  // The receives still posted for stopped workers never complete: nothing more is sent.
-  for (Peer& w : peers) w.answer_work.wait();
-  set_parameters(centre);
+  stats_.bytes_sent += serve_centre(world_, params_, options_.alpha);
 }
 
+namespace easgd {
+
+void serve_centre_flat(comm::Communicator& world, const std::vector<FlatParameter>& params,
+                       double alpha, bool resumed) {
+  const std::vector<torch::Tensor> tensors = tensors_over(params, "EASGD centre");
+  if (resumed) {
+    auto flat = flat_copy(tensors);
+    world.recv(buffer_of(flat), 0, kResumeTag);
+    copy_from_flat(flat, tensors);
+  }
+  serve_centre(world, tensors, alpha);
+}
+
+}  // namespace easgd
 }  // namespace distml::train

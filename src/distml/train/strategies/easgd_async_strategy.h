@@ -52,7 +52,6 @@ class AsyncEasgdStrategy final : public Strategy {
   StrategyStats stats() const override { return stats_; }
 
  private:
-  struct Peer;
   void send_control(double word);
   torch::Tensor flat_parameters() const;
   void set_parameters(const torch::Tensor& flat);

@@ -3,20 +3,14 @@
 // (ps_server.h). Defined in ps_server.cc.
 #pragma once
 
-#include <cstdint>
 #include <vector>
 
 #include "distml/comm/communicator.h"
 #include "distml/train/compress/compress_options.h"
+#include "distml/train/strategies/flat_parameter.h"
 #include "distml/train/strategies/ps_protocol.h"
 
 namespace distml::train::ps {
-
-/// A parameter's memory (float32 or float64) and shape.
-struct FlatParameter {
-  comm::Buffer data;
-  std::vector<std::int64_t> shape;
-};
 
 /// On a server rank of `layout`: serves the workers until every one has stopped, updating
 /// this server's buckets of `params` (every trainable parameter, in order) in place; then,

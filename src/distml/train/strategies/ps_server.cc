@@ -257,15 +257,7 @@ void Server::run() {
 ServerReport serve_flat(comm::Communicator& world, const Layout& layout,
                         const std::vector<FlatParameter>& params, const ServerOptions& options,
                         bool resumed, const compress::CompressOptions* compress) {
-  std::vector<torch::Tensor> tensors;
-  for (const auto& p : params) {
-    if (p.data.dtype != comm::DType::f32 && p.data.dtype != comm::DType::f64)
-      throw UsageError(cat("parameter server: parameters of ", comm::dtype_name(p.data.dtype),
-                           "; float32 or float64 expected"));
-    tensors.push_back(
-        torch::from_blob(p.data.data, p.shape,
-                         p.data.dtype == comm::DType::f32 ? torch::kFloat32 : torch::kFloat64));
-  }
+  const std::vector<torch::Tensor> tensors = tensors_over(params, "parameter server");
   std::unique_ptr<compress::Compressor> unpacker;
   if (compress) {
     std::vector<compress::BucketLayout> layouts;

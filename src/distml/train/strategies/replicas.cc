@@ -77,6 +77,19 @@ void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator
   }
 }
 
+std::vector<torch::Tensor> tensors_over(const std::vector<FlatParameter>& params, const char* who) {
+  std::vector<torch::Tensor> tensors;
+  for (const auto& p : params) {
+    if (p.data.dtype != comm::DType::f32 && p.data.dtype != comm::DType::f64)
+      throw UsageError(cat(who, ": parameters of ", comm::dtype_name(p.data.dtype),
+                           "; float32 or float64 expected"));
+    tensors.push_back(
+        torch::from_blob(p.data.data, p.shape,
+                         p.data.dtype == comm::DType::f32 ? torch::kFloat32 : torch::kFloat64));
+  }
+  return tensors;
+}
+
 std::size_t payload_bytes(std::span<const torch::Tensor> tensors) {
   std::size_t n = 0;
   for (const auto& t : tensors) n += t.numel() * t.element_size();

@@ -11,6 +11,7 @@
 
 #include "distml/comm/communicator.h"
 #include "distml/nn/model_tensors.h"
+#include "distml/train/strategies/flat_parameter.h"
 
 namespace distml::train {
 
@@ -59,6 +60,10 @@ void copy_from_flat(const torch::Tensor& flat, std::span<const torch::Tensor> te
 /// The floating-point state tensors of `optimizer` (momentum buffers, Adam moments), in
 /// parameter order, so that replicas can average them. Empty before the first step.
 std::vector<torch::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer);
+
+/// Tensors over the parameters' memory (no copy). UsageError naming `who` for a dtype other
+/// than float32 or float64.
+std::vector<torch::Tensor> tensors_over(const std::vector<FlatParameter>& params, const char* who);
 
 /// All-reduce bytes of a set of tensors, for the stats.
 std::size_t payload_bytes(std::span<const torch::Tensor> tensors);
