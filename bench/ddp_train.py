@@ -182,12 +182,12 @@ def run_rank(rank, args, port, start_time):
         step()
     # The slowest rank's time, and the most pages a rank faulted in per step (memory given
     # back to the system and taken again: docs/training.md, "Memory between steps").
-    elapsed = torch.tensor([time.perf_counter() - t0,
+    slowest = torch.tensor([time.perf_counter() - t0,
                             resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults0],
                            dtype=torch.float64)
-    group.max(elapsed)
+    group.max(slowest)
     if rank == 0:
-        time_s = elapsed[0].item()
+        time_s = slowest[0].item()
         steps_per_sec = args.steps / time_s
         print(json.dumps({
             "event": "done", "impl": args.impl, "backend": args.backend, "model": args.model, "np": args.np,
@@ -195,7 +195,7 @@ def run_rank(rank, args, port, start_time):
             "warmup": args.warmup, "steps_per_sec": steps_per_sec,
             "samples_per_sec": steps_per_sec * args.batch_size * args.np, "time_s": time_s,
             "wall_s": time.time() - start_time, "torch": torch.__version__,
-            "page_faults_per_step": elapsed[1].item() / args.steps,
+            "page_faults_per_step": slowest[1].item() / args.steps,
         }), flush=True)
     group.barrier()  # no rank leaves while another still reads from it
 

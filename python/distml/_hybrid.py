@@ -83,11 +83,10 @@ class RowTables:
             if grad is None:  # no row touched here; the rank still takes part
                 ids = torch.empty(0, dtype=torch.long)
                 rows = torch.empty(0, table.shape[1], dtype=table.dtype)
-            else:
-                grad = grad.coalesce() if grad.is_sparse else grad.to_sparse(1).coalesce()
+            else:  # sparse: the embedding was built with sparse=True
+                grad = grad.coalesce()
                 ids, rows = grad.indices()[0].contiguous(), grad.values().contiguous()
-            with torch.no_grad():
-                distml._distml.step_row_table(
-                    self._comm, table.detach().numpy(), ids.numpy(), rows.numpy(), group["lr"],
-                    distml._distml.HYBRID_FIRST_TABLE_TAG + 2 * i)
+            distml._distml.step_row_table(
+                self._comm, table.detach().numpy(), ids.numpy(), rows.numpy(), group["lr"],
+                distml._distml.HYBRID_FIRST_TABLE_TAG + 2 * i)
             table.grad = None

@@ -198,12 +198,10 @@ class DistributedOptimizer:
         self._zero = ZeroShard(self, stage) if strategy == "zero" else None
         self._compression = None if compression in (None, "none") else \
             Compression(self, compression)
-        # The ranks that serve instead of training: ps's servers, asynchronous EASGD's centre.
-        self._server = ParameterServer(
-            self, servers, mode, staleness, int(first_bucket_mb * 2**20),
-            int(bucket_mb * 2**20)) if strategy == "ps" else \
-            ElasticCentre(self, alpha) if asynchronous else None
-        self._ps = self._server if strategy == "ps" else None
+        self._ps = ParameterServer(self, servers, mode, staleness, int(first_bucket_mb * 2**20),
+                                   int(bucket_mb * 2**20)) if strategy == "ps" else None
+        self._elastic = ElasticCentre(self, alpha) if asynchronous else None
+        self._server = self._ps or self._elastic  # the ranks that serve instead of training
         self._accumulators = []
         for i, p in enumerate(self._params):
             # The AccumulateGrad node's hook runs once p.grad holds this backward's gradient.
@@ -330,7 +328,7 @@ class DistributedOptimizer:
             self.synchronize()
         if self._tables is not None:
             self._tables.step()
-        if self.strategy == "easgd" and self._centre is None and self._server is None:
+        if self.strategy == "easgd" and self._centre is None and self._elastic is None:
             # synchronous EASGD's centre: the parameters at the start, before any step
             self._centre = [p.detach().clone() for p in self._params]
         if self._zero is not None:
@@ -351,8 +349,8 @@ class DistributedOptimizer:
         if self.strategy == "gossip":
             self._mix()
         elif local > 0 and local % self._period == 0:
-            if self._server is not None:  # asynchronous EASGD
-                self._server.exchange(self._params)
+            if self._elastic is not None:
+                self._elastic.exchange(self._params)
             elif self.strategy == "easgd":
                 self._elastic_update()
             else:
@@ -459,15 +457,16 @@ class DistributedOptimizer:
         trainer's strategies make it before evaluating, saving or exporting: for local_sgd,
         post_local_sgd and gossip the replicas' average, of the parameters and the optimizer
         state (what drifted since the last average); for
-        easgd the centre, with the optimizer state averaged. Nothing where the replicas never
+        easgd the centre (asynchronous: the centre rank's, once every worker has asked), with
+        the optimizer state averaged. Nothing where the replicas never
         differ (allreduce, zero, a warm-up). For ps, the servers' current parameters once
         every worker has asked. Call it before evaluating or saving the model."""
         if self._ps is not None:
             self._ps.sync(self._params)
             return
-        if self._server is not None:  # asynchronous EASGD: the centre, the state averaged
-            self._server.sync(self._params)
-            self._average(self._state_tensors(), over=self._server.workers)
+        if self._elastic is not None:
+            self._elastic.sync(self._params)
+            self._average(self._state_tensors(), over=self._elastic.workers)
             self._apart = set()
             return
         if self.strategy == "easgd" and self._apart:
@@ -500,8 +499,7 @@ class DistributedOptimizer:
         optimizer states), for an exact resume with load_state_dict. With ps, collective over
         the workers; asynchronous EASGD first reconciles (the model becomes the centre, as a
         C++ checkpoint saves it), collective over the workers and the centre rank."""
-        asynchronous = self._server is not None and self._ps is None
-        if asynchronous:
+        if self._elastic is not None:
             self.reconcile()
         state = self.optimizer.state_dict()
         state["distml"] = {"strategy": self.strategy, "steps": self._steps,
@@ -511,7 +509,7 @@ class DistributedOptimizer:
                            "compression": self._compression.state_dict()
                            if self._compression else None,
                            "servers": self._ps.save(self._params) if self._ps else None,
-                           "asynchronous": asynchronous}
+                           "asynchronous": self._elastic is not None}
         return state
 
     def load_state_dict(self, state):
@@ -524,7 +522,7 @@ class DistributedOptimizer:
         if ours["strategy"] != self.strategy:
             raise distml.UsageError(f'the state was saved with strategy "{ours["strategy"]}", '
                                     f'this optimizer runs "{self.strategy}"')
-        if ours.get("asynchronous", False) != (self._server is not None and self._ps is None):
+        if ours.get("asynchronous", False) != (self._elastic is not None):
             raise distml.UsageError("the state was saved with another asynchronous= than this "
                                     "optimizer's")
         if self._compression is not None and not ours.get("compression"):
@@ -540,8 +538,8 @@ class DistributedOptimizer:
             self._compression.load_state_dict(ours["compression"])
         if self._ps is not None:  # the servers, in serve(resumed=True), get theirs
             self._ps.resume(ours["servers"], self._params)
-        elif self._server is not None:  # the centre, in serve(resumed=True), gets the model
-            self._server.resume(self._params)
+        if self._elastic is not None:  # the centre, in serve(resumed=True), gets the model
+            self._elastic.resume(self._params)
 
 
 class _Join:
