@@ -12,6 +12,9 @@ Cases (each rep runs distml, then scikit-learn, on the same data; medians of --r
                  min_child_weight 1, 100 rounds) against XGBoost 1.7 hist on 2 threads, MNIST;
                  fit time (XGBoost's includes building its DMatrix) and test accuracy
   xgb_fashion    the same on Fashion-MNIST (make data fetches it)
+  xgb_letters    the same on a letter-like table: 16 integer features (0-15), 26 classes, 20000
+                 training and 5000 test rows (scikit-learn's make_classification, seeded; the
+                 UCI letter table itself cannot be fetched here)
   rf_digits      random forest, 100 trees, scikit-learn's defaults (sqrt features, bootstrap,
                  fully grown), on digits (70/30 split); test accuracy and fit time
   rf_mnist       the same forest on MNIST (train 60000, test 10000)
@@ -90,10 +93,28 @@ def xgboost_hist(x, y, xt, yt):
     t = time.perf_counter()
     booster = xgb.train({"tree_method": "hist", "max_depth": 6, "max_bin": 255, "eta": 0.1,
                          "lambda": 1, "min_child_weight": 1, "objective": "multi:softprob",
-                         "num_class": 10, "nthread": 2}, xgb.DMatrix(x, y, nthread=2), 100)
+                         "num_class": int(y.max()) + 1, "nthread": 2},
+                        xgb.DMatrix(x, y, nthread=2), 100)
     fit_s = time.perf_counter() - t
     predicted = booster.predict(xgb.DMatrix(xt, nthread=2)).argmax(axis=1)
     return fit_s, float((predicted == yt).mean())
+
+
+def letters_tables():
+    """The letter-like table (xgb_letters), written once as CSV files for distml."""
+    from sklearn.datasets import make_classification
+    x, y = make_classification(n_samples=25000, n_features=16, n_informative=12, n_redundant=2,
+                               n_classes=26, n_clusters_per_class=2, class_sep=1.5,
+                               random_state=7)
+    x = np.clip(np.round((x - x.min(0)) / (x.max(0) - x.min(0)) * 15), 0, 15)
+    paths = [os.path.join(ROOT, "data", f"letters_like_{s}.csv") for s in ("train", "test")]
+    header = ",".join(f"f{i}" for i in range(16)) + ",label"
+    for path, rows in zip(paths, (slice(0, 20000), slice(20000, None))):
+        if not os.path.exists(path):
+            np.savetxt(path + ".tmp", np.column_stack([x[rows], y[rows]]), delimiter=",",
+                       header=header, comments="", fmt="%d")
+            os.replace(path + ".tmp", path)
+    return x[:20000], y[:20000], x[20000:], y[20000:], ["--data", paths[0], "--test", paths[1]]
 
 
 def synthetic():
@@ -221,10 +242,14 @@ def main():
                 emit(rows, case=case, impl="sklearn", threads=2, rep=rep, fit_s=fit_s,
                      test_accuracy=m.score(xte_m, yte_m))
             elif case.startswith("xgb_"):
-                folder = MNIST if case == "xgb_mnist" else raw_fashion_mnist()
-                x, y = idx_table(folder, "train")
-                xt, yt = idx_table(folder, "t10k")
-                d = distml(a.build, ["gbdt", "--data", folder, "--set", "growth=depthwise",
+                if case == "xgb_letters":
+                    x, y, xt, yt, data_args = letters_tables()
+                else:
+                    folder = MNIST if case == "xgb_mnist" else raw_fashion_mnist()
+                    x, y = idx_table(folder, "train")
+                    xt, yt = idx_table(folder, "t10k")
+                    data_args = ["--data", folder]
+                d = distml(a.build, ["gbdt", *data_args, "--set", "growth=depthwise",
                                      "--set", "max_depth=6", "--set", "max_leaf_nodes=0",
                                      "--set", "max_bins=255", "--set", "learning_rate=0.1",
                                      "--set", "l2_regularization=1", "--set", "min_samples_leaf=1",
@@ -299,7 +324,7 @@ def summarize(rows):
         d, s = med("gbdt_mnist", "distml", "round_s"), med("gbdt_mnist", "sklearn", "round_s")
         print(f"| gbdt_mnist s/round | {d:.3f} | | {s:.3f} | {d / s:.2f} | |")
     for case in ("gbdt_missing", "gmm_digits", "rf_digits", "rf_mnist", "xgb_mnist",
-                 "xgb_fashion"):
+                 "xgb_fashion", "xgb_letters"):
         if med(case, "distml", "fit_s") is not None:
             d = med(case, "distml", "fit_s")
             s = med(case, "xgboost" if case.startswith("xgb_") else "sklearn", "fit_s")
@@ -318,7 +343,7 @@ def summarize(rows):
               f"scikit-learn {sm:.3f} ± {ss:.3f} ({100 * (dm - sm) / abs(sm):+.2f}% ± "
               f"{100 * (ds ** 2 + ss ** 2) ** 0.5 / abs(sm):.2f}%)")
     for case in ("logreg_mnist", "gbdt_mnist", "gbdt_missing", "rf_digits", "rf_mnist",
-                 "xgb_mnist", "xgb_fashion"):
+                 "xgb_mnist", "xgb_fashion", "xgb_letters"):
         if med(case, "distml", "test_accuracy") is not None:
             other = "xgboost" if case.startswith("xgb_") else "sklearn"
             print(f"\n{case} test accuracy: distml "

@@ -228,6 +228,60 @@ TEST(GBDT, RowsOutsideTheSampleGetTheTreesValue) {
   });
 }
 
+// A multi-class round's trees grow side by side, their histograms in one all-reduce a step, in
+// groups as the memory budget allows; each must be the tree grown alone, node for node, and add
+// the same values to the outputs. Integer gradients keep every sum exact, so the histograms
+// all-reduced in a batch equal those all-reduced one by one bit for bit.
+void expect_side_by_side_as_alone(comm::Communicator& c, const LocalData& d) {
+  constexpr std::size_t kTasks = 5;
+  const auto bins = FeatureBins::fit(d, 255, c);
+  const auto binned = bins.bin_rows(d);
+  TreeGrowthOptions o{
+      .max_leaf_nodes = 0, .max_depth = 3, .depthwise = true, .min_samples_leaf = 3};
+  TreeGrower alone(bins, binned, d.rows, o);
+  // Two trees' histograms (a histogram per leaf and per smaller child, 2^3 leaves) and a
+  // half: groups of 2, 2 and 1.
+  o.together_bytes = 2.5 * 2 * 8 * static_cast<double>(alone.histogram_bytes());
+  TreeGrower side_by_side(bins, binned, d.rows, o);
+  std::vector<std::vector<double>> g(kTasks, std::vector<double>(d.rows)),
+      h(kTasks, std::vector<double>(d.rows));
+  std::vector<double> out_alone(d.rows * kTasks, 0.0), out_together(d.rows * kTasks, 0.0);
+  std::vector<TreeTask> tasks(kTasks);
+  for (std::size_t k = 0; k < kTasks; ++k) {
+    for (std::size_t i = 0; i < d.rows; ++i) {
+      g[k][i] = d.y[i] == static_cast<std::int64_t>(k) ? -1.0 : 1.0;
+      h[k][i] = 1.0 + static_cast<double>((i + k) % 2);
+    }
+    tasks[k] = {g[k], h[k], out_together.data() + k, kTasks, {}};
+  }
+  tasks[1].sample.all_rows = false;  // every other row
+  for (std::uint32_t i = 0; i < d.rows; i += 2) tasks[1].sample.rows.push_back(i);
+  tasks[3].sample.features = {true, false, true, true};
+  const auto together = side_by_side.grow(tasks, c);
+  ASSERT_EQ(together.size(), kTasks);
+  for (std::size_t k = 0; k < kTasks; ++k) {
+    const GBDTTree tree = alone.grow(g[k], h[k], c, out_alone.data() + k, kTasks, tasks[k].sample);
+    ASSERT_EQ(together[k].nodes.size(), tree.nodes.size()) << "tree " << k;
+    EXPECT_GT(tree.nodes.size(), 3u) << "tree " << k;
+    for (std::size_t n = 0; n < tree.nodes.size(); ++n) {
+      const GBDTNode &a = together[k].nodes[n], &b = tree.nodes[n];
+      EXPECT_EQ(a.feature, b.feature) << "tree " << k << " node " << n;
+      EXPECT_EQ(a.threshold, b.threshold) << "tree " << k << " node " << n;
+      EXPECT_EQ(a.missing_left, b.missing_left) << "tree " << k << " node " << n;
+      EXPECT_EQ(a.value, b.value) << "tree " << k << " node " << n;
+      EXPECT_EQ(a.samples, b.samples) << "tree " << k << " node " << n;
+    }
+  }
+  EXPECT_EQ(out_together, out_alone);
+}
+
+TEST(GBDT, TreesGrownSideBySideAreTheTreesGrownAlone) {
+  on_ranks(3, integer_blobs(240, 4, 5, 31), [](comm::Communicator& c, const LocalData& d) {
+    expect_side_by_side_as_alone(c, d);
+    return 0;
+  });
+}
+
 TEST(GBDT, MinChildWeightBoundsEachSidesHessian) {
   const LocalData d = integer_regression(300, 22);
   GBDTOptions o;

@@ -19,13 +19,22 @@ double grid_for(double max_abs, double count) {
 
 }  // namespace
 
-double round_for_exact_sums(comm::Communicator& comm, std::span<double> v, double global_count) {
-  double max_abs = 0;
-  for (double x : v) max_abs = std::max(max_abs, std::abs(x));
-  comm.allreduce(comm::Buffer{&max_abs, 1, comm::DType::f64}, {comm::ReduceOp::max});
-  const double q = grid_for(max_abs, global_count);
-  for (double& x : v) x = std::nearbyint(x / q) * q;
+std::vector<double> round_each_for_exact_sums(comm::Communicator& comm,
+                                              std::span<const std::span<double>> vs,
+                                              double global_count) {
+  std::vector<double> q(vs.size(), 0.0);  // each one's largest |x|, then its grid
+  for (std::size_t i = 0; i < vs.size(); ++i)
+    for (double x : vs[i]) q[i] = std::max(q[i], std::abs(x));
+  comm.allreduce(comm::view(q), {comm::ReduceOp::max});
+  for (std::size_t i = 0; i < vs.size(); ++i) {
+    q[i] = grid_for(q[i], global_count);
+    for (double& x : vs[i]) x = std::nearbyint(x / q[i]) * q[i];
+  }
   return q;
+}
+
+double round_for_exact_sums(comm::Communicator& comm, std::span<double> v, double global_count) {
+  return round_each_for_exact_sums(comm, {&v, 1}, global_count)[0];
 }
 
 double exact_global_sum(comm::Communicator& comm, std::span<const double> v) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <span>
+#include <vector>
 
 #include "distml/comm/communicator.h"
 
@@ -15,6 +16,12 @@ namespace distml::ml {
 /// largest possible sum, so the rounding changes each term by a negligible relative amount.
 /// Returns q.
 double round_for_exact_sums(comm::Communicator& comm, std::span<double> v, double global_count);
+
+/// Collective. round_for_exact_sums on each of `vs`, each on its own grid, with one all-reduce
+/// for all (GBDT's gradients and hessians of every class in a round). Returns each one's q.
+std::vector<double> round_each_for_exact_sums(comm::Communicator& comm,
+                                              std::span<const std::span<double>> vs,
+                                              double global_count);
 
 /// Collective. The sum of every rank's v, each term rounded as by round_for_exact_sums.
 double exact_global_sum(comm::Communicator& comm, std::span<const double> v);

@@ -284,17 +284,23 @@ void GBDT::fit(const LocalData& data, comm::Communicator& comm) {
   std::vector<double> g, h, row;
   const double n = static_cast<double>(fit_rows.global_rows);
   const std::size_t rows = fit_rows.rows;
+  std::vector<std::span<double>> rounded;  // every class's gradients, then hessians
+  std::vector<TreeTask> tasks(outputs);
   for (int round = 0; round < options_.max_iter; ++round) {
     l.gradients(fit_rows, raw, g, h);
-    for (std::size_t k = 0; k < outputs; ++k) {
-      const std::span<double> gk(g.data() + k * rows, rows), hk(h.data() + k * rows, rows);
-      round_for_exact_sums(comm, gk, n);
-      round_for_exact_sums(comm, hk, n);
-      trees_.push_back(grower.grow(gk, hk, comm, raw.data() + k, outputs, sample_for(round, k)));
+    rounded.clear();
+    for (auto* v : {&g, &h})
+      for (std::size_t k = 0; k < outputs; ++k) rounded.emplace_back(v->data() + k * rows, rows);
+    round_each_for_exact_sums(comm, rounded, n);
+    for (std::size_t k = 0; k < outputs; ++k)
+      tasks[k] = {rounded[k], rounded[outputs + k], raw.data() + k, outputs, sample_for(round, k)};
+    // The round's K trees grow together: one all-reduce a step for all of them.
+    for (GBDTTree& tree : grower.grow(tasks, comm)) trees_.push_back(std::move(tree));
+    const std::span round_trees(trees_.end() - static_cast<std::ptrdiff_t>(outputs), trees_.end());
+    for (std::size_t k = 0; k < outputs; ++k)
       for (std::size_t i = 0; i < validation.rows; ++i)
         raw_validation[i * outputs + k] +=
-            trees_.back().predict(validation.dense_row(i, row, kAbsentIsMissing));
-    }
+            round_trees[k].predict(validation.dense_row(i, row, kAbsentIsMissing));
     ++iterations_;
     if (!options_.early_stopping) continue;
     record_validation_loss();

@@ -8,8 +8,6 @@
 #include "distml/core/error.h"
 
 namespace distml::ml {
-namespace {}  // namespace
-
 double GBDTTree::predict(const double* x) const {
   int n = 0;
   while (!nodes[n].is_leaf()) {
@@ -35,16 +33,20 @@ TreeGrower::TreeGrower(const FeatureBins& bins, const std::vector<std::uint8_t>&
   hist_size_ = 3 * (bins_so_far + 1);
 }
 
-void TreeGrower::build_histogram(const Leaf& leaf, std::span<const double> g,
-                                 std::span<const double> h, double* hist) const {
-  std::fill(hist, hist + hist_size_, 0.0);
+double* TreeGrower::append_to_batch() {
+  batch_.resize(batch_.size() + hist_size_, 0.0);
+  return batch_.data() + batch_.size() - hist_size_;
+}
+
+void TreeGrower::build_histogram(const Growth& growth, const Leaf& leaf, double* hist) const {
   const std::size_t features = bins_.features();
+  const auto g = growth.task->gradients, h = growth.task->hessians;
   double* totals = hist + hist_size_ - 3;
   for (std::size_t p = leaf.begin; p < leaf.end; ++p) {
-    const std::uint32_t r = rows_[p];
+    const std::uint32_t r = growth.rows[p];
     const std::uint8_t* b = binned_.data() + r * features;
     const double gr = g[r], hr = h[r];
-    for (const auto& [f, first] : sampled_) {
+    for (const auto& [f, first] : growth.sampled) {
       double* e = hist + first + 3 * b[f];
       e[0] += gr;
       e[1] += hr;
@@ -61,14 +63,14 @@ bool TreeGrower::may_split(const Leaf& leaf) const {
          (options_.max_depth == 0 || leaf.depth < options_.max_depth) && !active_.empty();
 }
 
-void TreeGrower::find_best_split(Leaf& leaf) const {
+void TreeGrower::find_best_split(const Growth& growth, Leaf& leaf) const {
   leaf.best = {};
   if (!may_split(leaf)) return;
   const double l2 = options_.l2_regularization;
   const double min_rows = options_.min_samples_leaf;
   const double parent = leaf.g * leaf.g / (leaf.h + l2);
   for (std::size_t a = 0; a < active_.size(); ++a) {
-    if (!allowed_[a]) continue;
+    if (!growth.allowed[a]) continue;
     const int bins = bins_.bins(static_cast<std::size_t>(active_[a]));
     const double* e = leaf.hist.data() + 3 * offset_[a];
     const double* missing = e + 3 * bins;
@@ -100,29 +102,29 @@ double TreeGrower::leaf_value(const Leaf& leaf) const {
   return denominator > 0 ? -leaf.g / denominator * options_.learning_rate : 0.0;
 }
 
-void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::size_t>& chosen,
-                              GBDTTree& tree, std::span<const double> g, std::span<const double> h,
-                              comm::Communicator& comm) {
+void TreeGrower::split_chosen(Growth& growth) {
   const std::size_t features = bins_.features();
-  struct Pair {
-    Leaf left, right;
-    bool needs_histograms;
-  };
-  std::vector<Pair> pairs;
-  std::vector<double>& smaller_hists = batch_;
-  smaller_hists.clear();
-  for (std::size_t i : chosen) {
-    Leaf& parent = leaves[i];
+  GBDTTree& tree = growth.tree;
+  growth.children.clear();
+  for (std::size_t i : growth.chosen) {
+    const Leaf& parent = growth.leaves[i];
     const Split s = parent.best;
     const int f = active_[s.feature];
     const auto& edges = bins_.edges(static_cast<std::size_t>(f));
     const std::uint8_t missing = bins_.missing_bin(static_cast<std::size_t>(f));
-    const auto mid = std::stable_partition(rows_.begin() + parent.begin, rows_.begin() + parent.end,
-                                           [&](std::uint32_t r) {
-                                             const std::uint8_t b = binned_[r * features + f];
-                                             return b == missing ? s.missing_left : b <= s.bin;
-                                           });
-    const auto mid_index = static_cast<std::size_t>(mid - rows_.begin());
+    // A stable partition through right_rows_, which std::stable_partition would allocate anew
+    // at every split.
+    right_rows_.clear();
+    std::size_t mid_index = parent.begin;
+    for (std::size_t p = parent.begin; p < parent.end; ++p) {
+      const std::uint32_t r = growth.rows[p];
+      const std::uint8_t b = binned_[r * features + f];
+      if (b == missing ? s.missing_left : b <= s.bin)
+        growth.rows[mid_index++] = r;
+      else
+        right_rows_.push_back(r);
+    }
+    std::copy(right_rows_.begin(), right_rows_.end(), growth.rows.begin() + mid_index);
     const int left_node = static_cast<int>(tree.nodes.size());
     GBDTNode& node = tree.nodes[parent.node];
     node.feature = f;
@@ -132,56 +134,54 @@ void TreeGrower::split_leaves(std::vector<Leaf>& leaves, const std::vector<std::
                          : std::numeric_limits<double>::max();
     node.missing_left = s.missing_left;
     node.gain = s.gain;
-    split_bin_[static_cast<std::size_t>(parent.node)] = s.bin;
+    growth.split_bin[static_cast<std::size_t>(parent.node)] = s.bin;
     node.left = left_node;
     node.right = left_node + 1;
-    Pair p{{left_node, parent.begin, mid_index, parent.depth + 1, s.g, s.h, s.count, {}, {}},
-           {left_node + 1,
-            mid_index,
-            parent.end,
-            parent.depth + 1,
-            parent.g - s.g,
-            parent.h - s.h,
-            parent.count - s.count,
-            {},
-            {}},
-           false};
-    tree.nodes.push_back({.samples = static_cast<std::int64_t>(p.left.count)});
-    tree.nodes.push_back({.samples = static_cast<std::int64_t>(p.right.count)});
-    split_bin_.resize(tree.nodes.size(), -1);
-    p.needs_histograms = may_split(p.left) || may_split(p.right);
-    if (p.needs_histograms) {
-      const Leaf& smaller = p.left.count <= p.right.count ? p.left : p.right;
-      smaller_hists.resize(smaller_hists.size() + hist_size_);
-      build_histogram(smaller, g, h, smaller_hists.data() + smaller_hists.size() - hist_size_);
-    }
-    pairs.push_back(std::move(p));
+    Children c{{left_node, parent.begin, mid_index, parent.depth + 1, s.g, s.h, s.count, {}, {}},
+               {left_node + 1,
+                mid_index,
+                parent.end,
+                parent.depth + 1,
+                parent.g - s.g,
+                parent.h - s.h,
+                parent.count - s.count,
+                {},
+                {}},
+               false};
+    tree.nodes.push_back({.samples = static_cast<std::int64_t>(c.left.count)});
+    tree.nodes.push_back({.samples = static_cast<std::int64_t>(c.right.count)});
+    growth.split_bin.resize(tree.nodes.size(), -1);
+    c.needs_histograms = may_split(c.left) || may_split(c.right);
+    if (c.needs_histograms)
+      build_histogram(growth, c.left.count <= c.right.count ? c.left : c.right, append_to_batch());
+    growth.children.push_back(std::move(c));
   }
-  if (!smaller_hists.empty()) comm.allreduce(comm::view(smaller_hists));
+}
 
-  std::size_t slot = 0;
-  for (std::size_t k = 0; k < chosen.size(); ++k) {
-    Pair& p = pairs[k];
-    Leaf& parent = leaves[chosen[k]];
-    if (p.needs_histograms) {
-      const bool left_smaller = p.left.count <= p.right.count;
-      Leaf& smaller = left_smaller ? p.left : p.right;
-      Leaf& larger = left_smaller ? p.right : p.left;
-      const double* s = smaller_hists.data() + slot * hist_size_;
-      ++slot;
+void TreeGrower::finish_children(Growth& growth, const double*& next) {
+  for (std::size_t k = 0; k < growth.chosen.size(); ++k) {
+    Children& c = growth.children[k];
+    Leaf& parent = growth.leaves[growth.chosen[k]];
+    if (c.needs_histograms) {
+      const bool left_smaller = c.left.count <= c.right.count;
+      Leaf& smaller = left_smaller ? c.left : c.right;
+      Leaf& larger = left_smaller ? c.right : c.left;
+      const double* s = next;
+      next += hist_size_;
       smaller.hist = take_histogram();
       std::copy_n(s, hist_size_, smaller.hist.data());
       larger.hist = std::move(parent.hist);
       for (std::size_t j = 0; j < hist_size_; ++j) larger.hist[j] -= s[j];
-      find_best_split(p.left);
-      find_best_split(p.right);
-      for (Leaf* c : {&p.left, &p.right})
-        if (c->best.feature < 0) recycle(c->hist);
+      find_best_split(growth, c.left);
+      find_best_split(growth, c.right);
+      for (Leaf* child : {&c.left, &c.right})
+        if (child->best.feature < 0) recycle(child->hist);
     }
     recycle(parent.hist);
-    leaves[chosen[k]] = std::move(p.left);
+    parent = std::move(c.left);
   }
-  for (auto& p : pairs) leaves.push_back(std::move(p.right));
+  for (auto& c : growth.children) growth.leaves.push_back(std::move(c.right));
+  growth.children.clear();
 }
 
 std::vector<double> TreeGrower::take_histogram() {
@@ -196,86 +196,151 @@ void TreeGrower::recycle(std::vector<double>& histogram) {
   histogram = {};
 }
 
-int TreeGrower::leaf_of(const GBDTTree& tree, std::uint32_t row) const {
+int TreeGrower::leaf_of(const Growth& growth, std::uint32_t row) const {
   const std::uint8_t* b = binned_.data() + row * bins_.features();
+  const auto& nodes = growth.tree.nodes;
   int n = 0;
-  while (!tree.nodes[n].is_leaf()) {
-    const GBDTNode& node = tree.nodes[n];
+  while (!nodes[n].is_leaf()) {
+    const GBDTNode& node = nodes[n];
     const auto f = static_cast<std::size_t>(node.feature);
-    const bool left = b[f] == bins_.missing_bin(f) ? node.missing_left : b[f] <= split_bin_[n];
+    const bool left =
+        b[f] == bins_.missing_bin(f) ? node.missing_left : b[f] <= growth.split_bin[n];
     n = left ? node.left : node.right;
   }
   return n;
 }
 
-GBDTTree TreeGrower::grow(std::span<const double> gradients, std::span<const double> hessians,
-                          comm::Communicator& comm, double* outputs, std::size_t stride,
-                          const TreeSample& sample) {
-  DML_CHECK_EQ(gradients.size(), rows_count_, "gradients");
-  DML_CHECK_EQ(hessians.size(), rows_count_, "hessians");
+void TreeGrower::start(Growth& growth) {
+  const TreeTask& task = *growth.task;
+  DML_CHECK_EQ(task.gradients.size(), rows_count_, "gradients");
+  DML_CHECK_EQ(task.hessians.size(), rows_count_, "hessians");
+  const TreeSample& sample = task.sample;
   if (sample.all_rows) {
-    rows_.resize(rows_count_);
-    std::iota(rows_.begin(), rows_.end(), 0u);
+    growth.rows.resize(rows_count_);
+    std::iota(growth.rows.begin(), growth.rows.end(), 0u);
   } else {
-    rows_ = sample.rows;
+    growth.rows = sample.rows;
   }
-  allowed_.assign(active_.size(), true);
+  growth.allowed.assign(active_.size(), true);
   if (!sample.features.empty())
     for (std::size_t a = 0; a < active_.size(); ++a)
-      allowed_[a] = sample.features[static_cast<std::size_t>(active_[a])];
-  sampled_.clear();
+      growth.allowed[a] = sample.features[static_cast<std::size_t>(active_[a])];
+  growth.sampled.clear();
   for (std::size_t a = 0; a < active_.size(); ++a)
-    if (allowed_[a]) sampled_.push_back({static_cast<std::uint32_t>(active_[a]), 3 * offset_[a]});
-  split_bin_.assign(1, -1);
+    if (growth.allowed[a])
+      growth.sampled.push_back({static_cast<std::uint32_t>(active_[a]), 3 * offset_[a]});
+  growth.split_bin.assign(1, -1);
+  growth.tree = {};
+  growth.leaves.clear();
+  growth.leaves.push_back({0, 0, growth.rows.size(), 0, 0, 0, 0, {}, {}});
+  build_histogram(growth, growth.leaves[0], append_to_batch());
+}
 
-  std::vector<Leaf> leaves;
-  leaves.push_back({0, 0, rows_.size(), 0, 0, 0, 0, take_histogram(), {}});
-  Leaf& root = leaves[0];
-  build_histogram(root, gradients, hessians, root.hist.data());
-  comm.allreduce(comm::view(root.hist));
+void TreeGrower::finish_root(Growth& growth, const double* hist) {
+  Leaf& root = growth.leaves[0];
+  root.hist = take_histogram();
+  std::copy_n(hist, hist_size_, root.hist.data());
   root.g = root.hist[hist_size_ - 3];
   root.h = root.hist[hist_size_ - 2];
   root.count = root.hist[hist_size_ - 1];
-  GBDTTree tree;
-  tree.nodes.push_back({.samples = static_cast<std::int64_t>(root.count)});
-  find_best_split(root);
+  growth.tree.nodes.push_back({.samples = static_cast<std::int64_t>(root.count)});
+  find_best_split(growth, root);
+}
 
-  const auto budget_left = [&] {
-    if (options_.max_leaf_nodes == 0) return leaves.size();  // as many as there are leaves
-    return static_cast<std::size_t>(options_.max_leaf_nodes) -
-           std::min(leaves.size(), static_cast<std::size_t>(options_.max_leaf_nodes));
-  };
-  for (;;) {
-    std::vector<std::size_t> chosen;
-    for (std::size_t i = 0; i < leaves.size(); ++i)
-      if (leaves[i].best.feature >= 0) chosen.push_back(i);
-    if (options_.depthwise && !chosen.empty()) {
-      int depth = leaves[chosen[0]].depth;
-      for (auto i : chosen) depth = std::min(depth, leaves[i].depth);
-      std::erase_if(chosen, [&](std::size_t i) { return leaves[i].depth != depth; });
-    }
-    // Largest gain first; the earlier leaf on ties (the same order on every rank).
-    std::stable_sort(chosen.begin(), chosen.end(), [&](std::size_t a, std::size_t b) {
-      return leaves[a].best.gain > leaves[b].best.gain;
-    });
-    chosen.resize(std::min(chosen.size(), options_.depthwise ? budget_left() : std::size_t{1}));
-    if (chosen.empty() || budget_left() == 0) break;
-    split_leaves(leaves, chosen, tree, gradients, hessians, comm);
+void TreeGrower::choose(Growth& growth) const {
+  const auto& leaves = growth.leaves;
+  const auto max_leaves = static_cast<std::size_t>(options_.max_leaf_nodes);
+  const std::size_t budget_left = max_leaves == 0
+                                      ? leaves.size()  // as many as there are leaves
+                                      : max_leaves - std::min(leaves.size(), max_leaves);
+  auto& chosen = growth.chosen;
+  chosen.clear();
+  for (std::size_t i = 0; i < leaves.size(); ++i)
+    if (leaves[i].best.feature >= 0) chosen.push_back(i);
+  if (options_.depthwise && !chosen.empty()) {
+    int depth = leaves[chosen[0]].depth;
+    for (auto i : chosen) depth = std::min(depth, leaves[i].depth);
+    std::erase_if(chosen, [&](std::size_t i) { return leaves[i].depth != depth; });
   }
+  // Largest gain first; the earlier leaf on ties (the same order on every rank).
+  std::stable_sort(chosen.begin(), chosen.end(), [&](std::size_t a, std::size_t b) {
+    return leaves[a].best.gain > leaves[b].best.gain;
+  });
+  chosen.resize(
+      std::min({chosen.size(), options_.depthwise ? budget_left : std::size_t{1}, budget_left}));
+}
 
-  for (Leaf& leaf : leaves) {
+void TreeGrower::finish_tree(Growth& growth) {
+  const TreeTask& task = *growth.task;
+  GBDTTree& tree = growth.tree;
+  for (Leaf& leaf : growth.leaves) {
     recycle(leaf.hist);
     const double v = leaf_value(leaf);
     tree.nodes[leaf.node].value = v;
-    for (std::size_t p = leaf.begin; p < leaf.end; ++p) outputs[rows_[p] * stride] += v;
+    for (std::size_t p = leaf.begin; p < leaf.end; ++p)
+      task.outputs[growth.rows[p] * task.stride] += v;
   }
-  if (rows_.size() < rows_count_) {  // the rows left out of the sample
+  if (growth.rows.size() < rows_count_) {  // the rows left out of the sample
     std::vector<bool> grown(rows_count_, false);
-    for (std::uint32_t r : rows_) grown[r] = true;
+    for (std::uint32_t r : growth.rows) grown[r] = true;
     for (std::uint32_t r = 0; r < rows_count_; ++r)
-      if (!grown[r]) outputs[r * stride] += tree.nodes[leaf_of(tree, r)].value;
+      if (!grown[r]) task.outputs[r * task.stride] += tree.nodes[leaf_of(growth, r)].value;
   }
-  return tree;
+}
+
+void TreeGrower::grow_together(std::span<Growth> growths, comm::Communicator& comm) {
+  batch_.clear();
+  for (Growth& growth : growths) start(growth);
+  comm.allreduce(comm::view(batch_));
+  for (std::size_t t = 0; t < growths.size(); ++t)
+    finish_root(growths[t], batch_.data() + t * hist_size_);
+  // Every rank decides alike from global sums, so every rank makes the same all-reduces.
+  for (;;) {
+    batch_.clear();
+    bool splitting = false;
+    for (Growth& growth : growths) {
+      choose(growth);
+      if (growth.chosen.empty()) continue;
+      splitting = true;
+      split_chosen(growth);
+    }
+    if (!splitting) break;
+    if (!batch_.empty()) comm.allreduce(comm::view(batch_));
+    const double* next = batch_.data();
+    for (Growth& growth : growths) finish_children(growth, next);
+  }
+  for (Growth& growth : growths) finish_tree(growth);
+}
+
+std::vector<GBDTTree> TreeGrower::grow(std::span<const TreeTask> tasks, comm::Communicator& comm) {
+  // A tree holds at most a histogram per leaf and one per split's smaller child.
+  const double leaves = options_.max_leaf_nodes > 0
+                            ? options_.max_leaf_nodes
+                            : std::ldexp(1.0, std::min(options_.max_depth, 30));
+  const double tree_bytes = 2 * leaves * static_cast<double>(histogram_bytes());
+  // Alone, a rank has no all-reduces to save, and trees grown one by one keep their rows and
+  // histograms in cache (side by side, 26 classes on a 16-feature table fit 15% slower).
+  const auto together =
+      comm.size() == 1
+          ? std::size_t{1}
+          : static_cast<std::size_t>(std::clamp(options_.together_bytes / tree_bytes, 1.0,
+                                                static_cast<double>(tasks.size())));
+  std::vector<GBDTTree> trees;
+  for (std::size_t first = 0; first < tasks.size(); first += together) {
+    const std::size_t n = std::min(together, tasks.size() - first);
+    growths_.resize(std::max(growths_.size(), n));
+    for (std::size_t t = 0; t < n; ++t) growths_[t].task = &tasks[first + t];
+    grow_together(std::span(growths_).first(n), comm);
+    for (std::size_t t = 0; t < n; ++t) trees.push_back(std::move(growths_[t].tree));
+  }
+  return trees;
+}
+
+GBDTTree TreeGrower::grow(std::span<const double> gradients, std::span<const double> hessians,
+                          comm::Communicator& comm, double* outputs, std::size_t stride,
+                          const TreeSample& sample) {
+  const TreeTask task{gradients, hessians, outputs, stride, sample};
+  return std::move(grow({&task, 1}, comm)[0]);
 }
 
 }  // namespace distml::ml

@@ -16,7 +16,8 @@
 //  4. Leaf-wise: the leaf with the largest gain is split. Depthwise: all leaves of the
 //     shallowest level, largest gain first. Each rank partitions its rows of a split leaf,
 //     builds the histogram of the child with fewer (global) rows and all-reduces it (one
-//     all-reduce for all leaves split in one step); the sibling's is the parent's minus it.
+//     all-reduce for all leaves split in one step, in every tree growing side by side: a
+//     multi-class round's); the sibling's is the parent's minus it.
 //  5. Until max_leaf_nodes leaves or no leaf can be split; a leaf's value is
 //     -G / (H + l2) * learning_rate.
 #pragma once
@@ -58,6 +59,8 @@ struct TreeGrowthOptions {
   double min_child_weight = 1e-3;  // least hessian on each side of a split
   double l2_regularization = 0;
   double learning_rate = 0.1;
+  // The histogram memory that trees growing side by side may hold (TreeGrower::grow).
+  double together_bytes = 64.0 * (1 << 20);
 };
 
 /// Which rows and features a tree may use (XGBoost's subsample and colsample_bytree): the
@@ -68,7 +71,17 @@ struct TreeSample {
   std::vector<bool> features;       // by feature index; empty: all
 };
 
-/// Grows trees on one rank's binned rows. Keeps the row partition and histograms between trees.
+/// One tree to grow: its rows' gradients and hessians (one per local row, already rounded for
+/// exact sums), where each row's leaf value is added (outputs[row * stride], every row's,
+/// sampled or not), and its sample.
+struct TreeTask {
+  std::span<const double> gradients, hessians;
+  double* outputs = nullptr;
+  std::size_t stride = 1;
+  TreeSample sample;
+};
+
+/// Grows trees on one rank's binned rows. Keeps the row partitions and histograms between trees.
 class TreeGrower {
  public:
   /// `bins` is rows x bins.features(), row-major (FeatureBins::bin_rows); both must outlive
@@ -76,9 +89,15 @@ class TreeGrower {
   TreeGrower(const FeatureBins& bins, const std::vector<std::uint8_t>& binned, std::size_t rows,
              TreeGrowthOptions options);
 
-  /// Collective. Grows a tree on gradients and hessians (one per local row, already rounded
-  /// for exact sums) of the sampled rows and features, and adds each row's leaf value (every
-  /// row's, sampled or not) to outputs[row * stride].
+  /// Collective. Grows the tasks' trees side by side (a multi-class round's K trees): the
+  /// histograms every tree needs at a step (the roots', then each split's smaller children's)
+  /// go in one all-reduce, instead of one each. Each tree is the one grown alone. As many trees
+  /// grow together as their histograms allow within options.together_bytes (one at a time
+  /// where one tree's already take more, as on wide tables, and on one rank).
+  std::vector<GBDTTree> grow(std::span<const TreeTask> tasks, comm::Communicator& comm);
+  /// Bytes of one node's histogram.
+  std::size_t histogram_bytes() const { return hist_size_ * sizeof(double); }
+  /// Collective. One tree.
   GBDTTree grow(std::span<const double> gradients, std::span<const double> hessians,
                 comm::Communicator& comm, double* outputs, std::size_t stride,
                 const TreeSample& sample = {});
@@ -93,28 +112,60 @@ class TreeGrower {
   };
   struct Leaf {
     int node;
-    std::size_t begin, end;  // this rank's rows: rows_[begin, end)
+    std::size_t begin, end;  // this rank's rows: Growth::rows[begin, end)
     int depth;
     double g, h, count;  // global sums
     std::vector<double> hist;
     Split best;
   };
+  // A split leaf's two children, before and after their histograms are all-reduced.
+  struct Children {
+    Leaf left, right;
+    bool needs_histograms;
+  };
+  // One tree being grown.
+  struct Growth {
+    const TreeTask* task = nullptr;
+    std::vector<std::uint32_t> rows;  // local row ids, grouped by leaf
+    std::vector<bool> allowed;        // by active_ index: in the tree's feature sample
+    // The allowed features with the first histogram entry of each: what build_histogram walks.
+    std::vector<std::pair<std::uint32_t, std::size_t>> sampled;
+    std::vector<int> split_bin;  // by node: the bin each split node splits at
+    std::vector<Leaf> leaves;
+    std::vector<std::size_t> chosen;  // the leaves being split (indices into leaves)
+    std::vector<Children> children;   // theirs
+    GBDTTree tree;
+  };
 
-  void build_histogram(const Leaf& leaf, std::span<const double> g, std::span<const double> h,
-                       double* hist) const;
-  void find_best_split(Leaf& leaf) const;
+  // Trees grown side by side (grow() cuts the tasks into such groups).
+  void grow_together(std::span<Growth> growths, comm::Communicator& comm);
+  // The task's rows and sample; the root's local histogram appended to batch_.
+  void start(Growth& growth);
+  // The root from its global histogram at `hist`.
+  void finish_root(Growth& growth, const double* hist);
+  // The leaves to split next (largest gain first); none when the tree is done.
+  void choose(Growth& growth) const;
+  // Splits growth.chosen: partitions their rows and appends each split's smaller child's
+  // local histogram to batch_.
+  void split_chosen(Growth& growth);
+  // The children's histograms from their global ones at `*next` (advanced), their best splits.
+  void finish_children(Growth& growth, const double*& next);
+  // Each leaf's value into the tree and every row's output.
+  void finish_tree(Growth& growth);
+
+  void build_histogram(const Growth& growth, const Leaf& leaf, double* hist) const;
+  void find_best_split(const Growth& growth, Leaf& leaf) const;
   bool may_split(const Leaf& leaf) const;
-  void split_leaves(std::vector<Leaf>& leaves, const std::vector<std::size_t>& chosen,
-                    GBDTTree& tree, std::span<const double> g, std::span<const double> h,
-                    comm::Communicator& comm);
   double leaf_value(const Leaf& leaf) const;
   // Histograms come from and go back to spare_histograms_: a fresh one of several MB per node
   // would cost a page fault per page each time.
   std::vector<double> take_histogram();
   void recycle(std::vector<double>& histogram);
+  // Appends a zeroed histogram to batch_; returns it.
+  double* append_to_batch();
 
-  // The leaf a local row falls in, walking `tree` on its bins (split_bin_: each node's bin).
-  int leaf_of(const GBDTTree& tree, std::uint32_t row) const;
+  // The leaf a local row falls in, walking the growth's tree on its bins.
+  int leaf_of(const Growth& growth, std::uint32_t row) const;
 
   const FeatureBins& bins_;
   const std::vector<std::uint8_t>& binned_;
@@ -123,13 +174,10 @@ class TreeGrower {
   std::vector<int> active_;          // features with at least two bins or a missing value
   std::vector<std::size_t> offset_;  // first histogram bin of active_[a]
   std::size_t hist_size_ = 0;        // 3 * (bins + a missing bin of active features + 1 for totals)
-  std::vector<std::uint32_t> rows_;  // local row ids, grouped by leaf
-  std::vector<bool> allowed_;        // by active_ index: in the tree's feature sample
-  // The allowed features with the first histogram entry of each: what build_histogram walks.
-  std::vector<std::pair<std::uint32_t, std::size_t>> sampled_;
-  std::vector<int> split_bin_;  // by node of the tree being grown
+  std::vector<Growth> growths_;      // kept between rounds for their rows' memory
   std::vector<std::vector<double>> spare_histograms_;
-  std::vector<double> batch_;  // the smaller children's histograms, all-reduced together
+  std::vector<double> batch_;              // the histograms of one step, all-reduced together
+  std::vector<std::uint32_t> right_rows_;  // a split's right rows while it partitions
 };
 
 }  // namespace distml::ml
