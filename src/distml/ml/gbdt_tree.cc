@@ -31,6 +31,26 @@ TreeGrower::TreeGrower(const FeatureBins& bins, const std::vector<std::uint8_t>&
     bins_so_far += static_cast<std::size_t>(bins.bins(f)) + 1;  // and the missing bin
   }
   hist_size_ = 3 * (bins_so_far + 1);
+  DML_CHECK(hist_size_ < std::numeric_limits<std::uint32_t>::max(), "histogram of ", hist_size_,
+            " entries");
+  const std::size_t features = bins.features();
+  std::vector<std::size_t> rows_in(256);
+  for (const int f : active_) {
+    std::fill(rows_in.begin(), rows_in.end(), 0);
+    for (std::size_t r = 0; r < rows; ++r) ++rows_in[binned[r * features + f]];
+    common_bin_.push_back(static_cast<std::uint8_t>(
+        std::max_element(rows_in.begin(), rows_in.end()) - rows_in.begin()));
+  }
+  sparse_begin_.reserve(rows + 1);
+  for (std::size_t r = 0; r < rows; ++r) {
+    sparse_begin_.push_back(sparse_entries_.size());
+    for (std::size_t a = 0; a < active_.size(); ++a) {
+      const std::uint8_t b = binned[r * features + static_cast<std::size_t>(active_[a])];
+      if (b != common_bin_[a])
+        sparse_entries_.push_back(static_cast<std::uint32_t>(3 * (offset_[a] + b)));
+    }
+  }
+  sparse_begin_.push_back(sparse_entries_.size());
 }
 
 double* TreeGrower::append_to_batch() {
@@ -42,19 +62,43 @@ void TreeGrower::build_histogram(const Growth& growth, const Leaf& leaf, double*
   const std::size_t features = bins_.features();
   const auto g = growth.task->gradients, h = growth.task->hessians;
   double* totals = hist + hist_size_ - 3;
+  const auto add = [](double* e, double gr, double hr) {
+    e[0] += gr;
+    e[1] += hr;
+    e[2] += 1;
+  };
+  // The common bins' sums cost a pass over the sampled features' entries, worth it when the
+  // entries the rows skip outnumber those.
+  double skipped_per_row = static_cast<double>(growth.sampled.size()) -
+                           static_cast<double>(sparse_entries_.size()) /
+                               static_cast<double>(std::max<std::size_t>(1, rows_count_));
+  double sampled_entries = 0;
+  for (const auto& s : growth.sampled) sampled_entries += s.bins;
+  const bool sparse =
+      skipped_per_row * static_cast<double>(leaf.end - leaf.begin) > sampled_entries;
   for (std::size_t p = leaf.begin; p < leaf.end; ++p) {
     const std::uint32_t r = growth.rows[p];
-    const std::uint8_t* b = binned_.data() + r * features;
     const double gr = g[r], hr = h[r];
-    for (const auto& [f, first] : growth.sampled) {
-      double* e = hist + first + 3 * b[f];
-      e[0] += gr;
-      e[1] += hr;
-      e[2] += 1;
+    if (sparse) {
+      // Every active feature's entry, sampled or not: the others are never read.
+      for (std::size_t i = sparse_begin_[r]; i < sparse_begin_[r + 1]; ++i)
+        add(hist + sparse_entries_[i], gr, hr);
+    } else {
+      const std::uint8_t* b = binned_.data() + r * features;
+      for (const auto& s : growth.sampled) add(hist + s.first + 3 * b[s.feature], gr, hr);
     }
-    totals[0] += gr;
-    totals[1] += hr;
-    totals[2] += 1;
+    add(totals, gr, hr);
+  }
+  if (!sparse) return;
+  for (const auto& s : growth.sampled) {
+    double* e = hist + s.first;
+    double* common = e + 3 * s.common;
+    common[0] = totals[0];
+    common[1] = totals[1];
+    common[2] = totals[2];
+    for (int b = 0; b < s.bins; ++b)
+      if (b != s.common)
+        for (int j = 0; j < 3; ++j) common[j] -= e[3 * b + j];
   }
 }
 
@@ -227,8 +271,11 @@ void TreeGrower::start(Growth& growth) {
       growth.allowed[a] = sample.features[static_cast<std::size_t>(active_[a])];
   growth.sampled.clear();
   for (std::size_t a = 0; a < active_.size(); ++a)
-    if (growth.allowed[a])
-      growth.sampled.push_back({static_cast<std::uint32_t>(active_[a]), 3 * offset_[a]});
+    if (growth.allowed[a]) {
+      const auto f = static_cast<std::size_t>(active_[a]);
+      growth.sampled.push_back(
+          {static_cast<std::uint32_t>(f), 3 * offset_[a], bins_.bins(f) + 1, common_bin_[a]});
+    }
   growth.split_bin.assign(1, -1);
   growth.tree = {};
   growth.leaves.clear();
