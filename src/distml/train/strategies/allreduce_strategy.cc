@@ -55,29 +55,40 @@ void AllreduceStrategy::record_into(Timeline* timeline) {
   launched_at_.assign(work_.size(), {});
 }
 
-// 4. In plan order only, so that all ranks issue the same all-reduces in the same order.
-void AllreduceStrategy::launch_ready_buckets() {
+// 4. In plan order only, so that all ranks issue the same all-reduces in the same order. The
+// last bucket waits for before_optimizer_step: with nothing left to overlap, it is reduced on
+// this thread, which spares the communication thread's wake-up (5% of LeNet-5's step at 2
+// ranks, whose gradients are one bucket).
+void AllreduceStrategy::launch_ready_buckets(bool last_too) {
   if (compressing()) return;
   auto& buckets = buckets_->buckets();
   std::size_t launched = 0;
-  while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
+  while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0 &&
+         (last_too || next_launch_ + 1 < buckets.size())) {
     const std::size_t index = next_launch_++;
-    last_launch_ = Clock::now();
-    if (index == 0) first_launch_ = last_launch_;
-    if (!bucket_lanes_.empty()) launched_at_[index] = last_launch_;
+    const auto now = Clock::now();
+    if (index == 0) first_launch_ = now;
+    if (!bucket_lanes_.empty()) launched_at_[index] = now;
     auto& flat = buckets_->flat(index);
-    work_[index] = comm_.iallreduce(buffer_of(flat),
-                                    {.op = comm::ReduceOp::avg, .algorithm = options_.algorithm});
+    const comm::AllreduceOptions average{.op = comm::ReduceOp::avg,
+                                         .algorithm = options_.algorithm};
+    if (index + 1 == buckets.size()) {
+      comm_.allreduce(buffer_of(flat), average);  // after those queued before it
+      work_[index] = {};
+    } else {
+      work_[index] = comm_.iallreduce(buffer_of(flat), average);
+    }
     stats_.bytes_sent += flat.numel() * flat.element_size();
     ++launched;
   }
   // Launched while a later bucket still waits for gradients: overlapped with backward.
-  if (next_launch_ < buckets.size()) early_launches_ += launched;
+  if (next_launch_ < buckets.size() && buckets[next_launch_].pending > 0)
+    early_launches_ += launched;
 }
 
 void AllreduceStrategy::before_optimizer_step() {
+  const auto backward_end = Clock::now();
   // 5. Parameters that got no gradient (launching them now is not overlapped).
-  const auto backward_end = last_launch_;
   const std::string missing = buckets_->complete_unused(options_.find_unused_parameters);
   const auto wait_start = Clock::now();
   if (compressing()) {
@@ -86,6 +97,7 @@ void AllreduceStrategy::before_optimizer_step() {
   }
   {
     Span waiting(wait_lane_, "wait");
+    launch_ready_buckets(true);
     for (auto& work : work_) work.wait();
   }
   // Each bucket's all-reduce from its launch to its completion, as the queue saw it.

@@ -14,7 +14,8 @@
 //     launched strictly in plan order (bucket i only after buckets 0..i-1), so that every
 //     rank issues the same all-reduces in the same order even if hooks fire in another
 //     order; each launch is an asynchronous all-reduce (avg) that overlaps the rest of
-//     backward.
+//     backward. The last bucket, with nothing left to overlap, is reduced by
+//     before_optimizer_step() on the training thread, after those queued before it.
 //  5. before_optimizer_step() handles buckets that never became ready (a parameter got no
 //     gradient): its current .grad() (zeros if none) is sent, so every rank's collectives still
 //     match. Without find_unused_parameters each bucket also carries a flag element, raised by
@@ -70,7 +71,7 @@ class AllreduceStrategy final : public Strategy {
   void record_into(Timeline* timeline) override;
 
  private:
-  void launch_ready_buckets();
+  void launch_ready_buckets(bool last_too = false);
   /// Whether this step goes through the compressor (not in warm-up).
   bool compressing() const {
     return compressor_ && updates_ >= options_.compress.warmup_steps * options_.updates_per_step;
@@ -83,7 +84,7 @@ class AllreduceStrategy final : public Strategy {
   std::vector<comm::Work> work_;  // per bucket: its all-reduce
   std::size_t next_launch_ = 0;
   std::size_t early_launches_ = 0;  // this step's launches before every gradient had arrived
-  std::chrono::steady_clock::time_point first_launch_, last_launch_;
+  std::chrono::steady_clock::time_point first_launch_;
   std::unique_ptr<compress::Compressor> compressor_;
   std::vector<compress::BucketLayout> layouts_;
   std::int64_t updates_ = 0;  // updates completed, counting those before a resume; the
