@@ -523,11 +523,13 @@ def stall(distml, d, cfg, engine, variant=""):
     first_report = min(warn_s, timeout_s - 2)
     if not stalls or stalls[0][0] > first_report + 5:
         sys.exit(f"FAIL: no stall report naming rank 1 within {first_report + 5} s of the stop")
-    # The timeout's error (a transfer's, or a native collective's) carries the inspector's
-    # report (or, without one, the ranks that did not arrive in the exchange after the timeout:
-    # comm/diagnose.h).
-    ends = [l for _, l in lines
-            if ("not complete after" in l or "timed out" in l or "not finished at the deadline" in l)
+    # The timeout's error (a transfer's, or a native collective's, waited for on the
+    # communication thread or, the step's last bucket, on the training thread) carries the
+    # inspector's report (or, without one, the ranks that did not arrive in the exchange after
+    # the timeout: comm/diagnose.h).
+    deadline_words = ("not complete after", "timed out", "not finished at the deadline",
+                      "not complete at the deadline")
+    ends = [l for _, l in lines if any(w in l for w in deadline_words)
             and ("rank 1 (no answer" in l or "did not arrive: 1" in l)]
     if rc == 0 or not ends:
         sys.exit(f"FAIL: expected a failing exit whose timeout error names rank 1 (rc {rc})")
