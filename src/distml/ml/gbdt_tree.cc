@@ -69,9 +69,9 @@ void TreeGrower::build_histogram(const Growth& growth, const Leaf& leaf, double*
   };
   // The common bins' sums cost a pass over the sampled features' entries, worth it when the
   // entries the rows skip outnumber those.
-  double skipped_per_row = static_cast<double>(growth.sampled.size()) -
-                           static_cast<double>(sparse_entries_.size()) /
-                               static_cast<double>(std::max<std::size_t>(1, rows_count_));
+  const double skipped_per_row = static_cast<double>(growth.sampled.size()) -
+                                 static_cast<double>(sparse_entries_.size()) /
+                                     static_cast<double>(std::max<std::size_t>(1, rows_count_));
   double sampled_entries = 0;
   for (const auto& s : growth.sampled) sampled_entries += s.bins;
   const bool sparse =
