@@ -85,6 +85,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::int_key("train", "seed", 0, CONFIG_FIELD(train.seed)),
       K::int_key("train", "threads", 1, CONFIG_FIELD(train.threads)),
       K::choice_key("train", "dtype", {"float32", "float64"}, CONFIG_FIELD(train.dtype)),
+      K::choice_key("train", "precision", {"fp32", "bf16", "fp16"}, CONFIG_FIELD(train.precision)),
       K::choice_key("train", "loss", {"cross_entropy", "mse", "bce_with_logits", "model"},
                     CONFIG_FIELD(train.loss)),
       K::float_key("train", "clip_grad_norm", config::kNonNegative,
@@ -205,6 +206,30 @@ void check_pipeline(const TrainConfig& c) {
                           " layer counts for parallel.pipeline_stages = ", p.pipeline_stages));
 }
 
+// train.precision: what LibTorch 1.13's CPU autocast can do, with what distml runs under it.
+void check_precision(const TrainConfig& c) {
+  const auto& t = c.train;
+  if (t.precision == "fp32") return;
+  const std::string at = c.origin("train.precision");
+  if (t.precision == "fp16")
+    throw ConfigError(cat(at,
+                          ": train.precision = \"fp16\" is refused: LibTorch 1.13's CPU autocast "
+                          "casts to bfloat16 only (its CPU kernels have no float16 path for "
+                          "matrix products); use \"bf16\", which keeps float32's range and so "
+                          "needs no loss scaling"));
+  if (t.dtype != "float32")
+    throw ConfigError(cat(at, ": train.precision = \"", t.precision,
+                          "\" casts float32 to bfloat16; autocast leaves train.dtype = \"", t.dtype,
+                          "\" as it is: set train.dtype = \"float32\""));
+  const auto& p = c.parallel;
+  if (p.pipeline_stages > 1 || p.tensor > 1)
+    throw ConfigError(cat(
+        at, ": train.precision = \"", t.precision,
+        "\" does not combine with a split model (parallel.pipeline_stages = ", p.pipeline_stages,
+        ", parallel.tensor = ", p.tensor,
+        ") yet: the stages' and tensor ranks' forward does not run under autocast"));
+}
+
 // Defaults that depend on another key: ddg pipelines whole batches, so its micro-batch count
 // is 1 unless the file or an override sets one (which check_pipeline then refuses).
 void resolve_defaults(TrainConfig& c) {
@@ -233,6 +258,7 @@ void check_consistency(const TrainConfig& c) {
                           ": compress.levels: expected 1 to 127 (QSGD's levels travel in 7 bits), "
                           "got ",
                           c.compress.levels));
+  check_precision(c);
   check_pipeline(c);
 }
 

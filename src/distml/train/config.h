@@ -33,6 +33,7 @@ struct TrainLoopConfig {
   std::uint64_t seed = 1;
   std::int64_t threads = 1;            // intra-op threads per rank
   std::string dtype = "float32";       // parameters and arithmetic: float32 | float64
+  std::string precision = "fp32";      // the forward's: fp32 | bf16 (autocast_scope.h)
   std::string loss = "cross_entropy";  // cross_entropy | mse | bce_with_logits | model
   double clip_grad_norm = 0;           // > 0: scale gradients to at most this global 2-norm
   std::int64_t log_every = 50;         // steps between metric lines

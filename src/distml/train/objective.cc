@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "distml/core/error.h"
+#include "distml/train/autocast_scope.h"
 
 namespace distml::train {
 
@@ -63,6 +64,8 @@ Objective::Objective(const TrainConfig& config, const TaskData& data, const nn::
       source_(config.origin("train.loss")),
       kind_(data.kind),
       dtype_(config.train.dtype == "float64" ? torch::kFloat64 : torch::kFloat32),
+      bf16_(config.train.precision == "bf16"),
+      precision_source_(config.origin("train.precision")),
       sample_shape_(as_shape(data.train.sample_shape)),
       target_shape_(as_shape(data.train.target_shape)),
       feature_dim_(static_cast<std::int64_t>(data.train.feature_dim)),
@@ -125,11 +128,25 @@ torch::Tensor Objective::model_input(const Rows& rows) const {
   return input(rows).to(torch::kInt64).narrow(1, 0, feature_dim_ - 1);  // predicts the rest
 }
 
+// The loss and the metrics are then computed in train.dtype, as after torch.autocast's scope.
+torch::Tensor Objective::predict(nn::Model& model, const Rows& rows) const {
+  torch::Tensor prediction;
+  {
+    const AutocastScope autocast(bf16_);
+    prediction = model.forward(model_input(rows));
+  }
+  return prediction.is_floating_point() ? prediction.to(dtype_) : prediction;
+}
+
 Objective::Output Objective::evaluate(nn::Model& model, const Rows& rows, bool mean) const {
-  if (loss_ != "model") return score(model.forward(model_input(rows)), rows, mean);
+  if (loss_ != "model") return score(predict(model, rows), rows, mean);
   Output out;
   out.target = target(rows);
-  out.loss = model.forward_loss(input(rows), out.target);
+  {
+    const AutocastScope autocast(bf16_);
+    out.loss = model.forward_loss(input(rows), out.target);
+  }
+  out.loss = out.loss.to(dtype_);
   if (out.loss.numel() != 1)
     throw DataError(cat("the TorchScript model's forward(x, y) returned a tensor of shape ",
                         shape_text(out.loss.sizes().vec()), "; it must return a scalar loss"));
@@ -250,7 +267,7 @@ void Objective::check_fits(nn::Model& model, const data::Dataset& train) const {
     if (loss_ == "model") {
       evaluate(model, rows, true);
     } else {  // evaluate()'s way, with the prediction's width in hand
-      const auto prediction = model.forward(model_input(rows));
+      const auto prediction = predict(model, rows);
       // Class ids the model has no output for: named here, not by LibTorch's "Target 4 is out
       // of bounds" at the first batch that holds one.
       if (loss_ == "cross_entropy" && kind_ == TaskKind::classify)
@@ -266,9 +283,27 @@ void Objective::check_fits(nn::Model& model, const data::Dataset& train) const {
     std::string why = e.what();
     if (const auto at = why.rfind("RuntimeError: "); at != std::string::npos)
       why = why.substr(at + 14);
-    throw ConfigError(cat(source_, ": ", fit_context_, why.substr(0, why.find('\n'))));
+    why = why.substr(0, why.find('\n'));
+    if (bf16_ && forward_runs_in_fp32(model, rows_of(train, 0, n)))
+      throw ConfigError(cat(precision_source_,
+                            ": train.precision = \"bf16\": the model's forward runs in float32 "
+                            "but not in bfloat16 on this CPU (",
+                            why, "); set train.precision = \"fp32\""));
+    throw ConfigError(cat(source_, ": ", fit_context_, why));
   }
   model.train(true);
+}
+
+bool Objective::forward_runs_in_fp32(nn::Model& model, const Rows& rows) const {
+  try {
+    if (loss_ == "model")
+      model.forward_loss(input(rows), target(rows));
+    else
+      model.forward(model_input(rows));
+    return true;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace distml::train

@@ -81,6 +81,11 @@ class Objective {
     torch::Tensor prediction, target;  // what the metrics compare
   };
   Output evaluate(nn::Model& model, const Rows& rows, bool mean) const;
+  /// The model's prediction for the rows, its forward in train.precision, as train.dtype.
+  torch::Tensor predict(nn::Model& model, const Rows& rows) const;
+  /// Whether the model's forward on the rows runs without autocast (check_fits under bf16:
+  /// whose failure it was).
+  bool forward_runs_in_fp32(nn::Model& model, const Rows& rows) const;
   /// DataError naming the first training sample whose class id is not below `classes`.
   void check_labels(const data::Dataset& train, std::int64_t classes) const;
   Output score(const torch::Tensor& prediction, const Rows& rows, bool mean) const;
@@ -91,6 +96,8 @@ class Objective {
   std::string loss_, source_;
   TaskKind kind_;
   torch::ScalarType dtype_;
+  bool bf16_;  // train.precision = "bf16": the forward under autocast
+  std::string precision_source_;
   std::vector<std::int64_t> sample_shape_, target_shape_;
   std::int64_t feature_dim_, target_dim_;
   bool float_targets_, script_;
