@@ -11,6 +11,7 @@
 #include "../data/temp_dir.h"
 #include "distml/core/error.h"
 #include "distml/data/permutation.h"
+#include "distml/train/model_setup.h"
 #include "trainer_fixture.h"
 
 namespace distml::train::testing {
@@ -31,7 +32,7 @@ TrainConfig mixed_config(const std::string& precision) {
 // The reference's model after kSteps: parameters in module order (weight, bias per Linear),
 // replica r of `world` taking the r-th block of each step's window of epoch 0's order.
 std::vector<torch::Tensor> reference(const TrainConfig& c, const TaskData& data, int world,
-                                     std::vector<torch::Tensor> params, bool bf16) {
+                                     std::vector<torch::Tensor> params, bool bf16, int micro = 1) {
   const auto x = torch::from_blob(const_cast<float*>(data.train.features.data()),
                                   {static_cast<std::int64_t>(kRows), 784}, torch::kFloat32);
   const auto y = torch::tensor(data.train.labels, torch::kLong);
@@ -42,19 +43,24 @@ std::vector<torch::Tensor> reference(const TrainConfig& c, const TaskData& data,
   for (int t = 0; t < kSteps; ++t) {
     std::vector<torch::Tensor> sum(params.size());
     for (int r = 0; r < world; ++r) {
-      std::vector<std::int64_t> rows;
-      for (int i = 0; i < kBatch; ++i)
-        rows.push_back(static_cast<std::int64_t>(order[(t * world + r) * kBatch + i]));
-      auto h = x.index_select(0, torch::tensor(rows));
-      for (std::size_t l = 0; l < params.size(); l += 2) {
-        h = torch::linear(low(h), low(params[l]), low(params[l + 1]));
-        if (l + 2 < params.size()) h = torch::relu(h);
+      // A pipeline's micro-batches: each one's mean loss weighted by its share of the rows, its
+      // gradient (rounded to bfloat16 in the casts' backward) added in float32.
+      for (int m = 0; m < micro; ++m) {
+        std::vector<std::int64_t> rows;
+        for (int i = m * kBatch / micro; i < (m + 1) * kBatch / micro; ++i)
+          rows.push_back(static_cast<std::int64_t>(order[(t * world + r) * kBatch + i]));
+        auto h = x.index_select(0, torch::tensor(rows));
+        for (std::size_t l = 0; l < params.size(); l += 2) {
+          h = torch::linear(low(h), low(params[l]), low(params[l + 1]));
+          if (l + 2 < params.size()) h = torch::relu(h);
+        }
+        const auto loss = torch::nn::functional::cross_entropy(
+                              h.to(torch::kFloat32), y.index_select(0, torch::tensor(rows))) /
+                          micro;
+        const auto grads = torch::autograd::grad({loss}, params);
+        for (std::size_t i = 0; i < params.size(); ++i)
+          sum[i] = sum[i].defined() ? sum[i] + grads[i] : grads[i].clone();
       }
-      const auto loss = torch::nn::functional::cross_entropy(
-          h.to(torch::kFloat32), y.index_select(0, torch::tensor(rows)));
-      const auto grads = torch::autograd::grad({loss}, params);
-      for (std::size_t i = 0; i < params.size(); ++i)
-        sum[i] = r == 0 ? grads[i].clone() : sum[i] + grads[i];
     }
     torch::NoGradGuard no_grad;
     for (std::size_t i = 0; i < params.size(); ++i) {
@@ -81,15 +87,19 @@ struct Case {
   // false: LibTorch's own bfloat16 kernels instead of oneDNN's, the path it takes on a CPU
   // without AVX-512 (whatever this one has)
   bool mkldnn = true;
-  int replicas() const { return strategy == "ps" ? world - 1 : world; }
+  int stages = 1;  // > 1: a pipeline of 2 micro-batches, each replica's stages on ranks
+  std::string schedule = "1f1b";
+  int replicas() const { return strategy == "ps" ? world - 1 : world / stages; }
 };
 
-std::string case_name(const ::testing::TestParamInfo<Case>& info) {
-  const auto& c = info.param;
+std::string case_name(const Case& c) {
   return c.strategy + (c.stage > 0 ? std::to_string(c.stage) : "") + "_np" +
          std::to_string(c.world) + (c.resume ? "_resumed" : "") +
-         (c.mkldnn ? "" : "_without_onednn");
+         (c.mkldnn ? "" : "_without_onednn") +
+         (c.stages > 1 ? "_" + std::to_string(c.stages) + "_stages_" + c.schedule : "");
 }
+
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
 
 class Bf16 : public ::testing::TestWithParam<Case> {
  protected:
@@ -106,23 +116,29 @@ TEST_P(Bf16, FollowsTheSerialMixedPrecisionReference) {
   auto c = mixed_config("bf16");
   c.strategy.name = k.strategy;
   if (k.stage > 0) c.strategy.stage = k.stage;
+  const int micro = k.stages > 1 ? 2 : 1;
+  if (k.stages > 1) {
+    c.parallel.pipeline_stages = k.stages;
+    c.parallel.micro_batches = micro;
+    c.parallel.schedule = k.schedule;
+  }
   data::testing::TempDir dir;
   std::string resume_from;
-  std::vector<torch::Tensor> initial;  // before the first step, of the first run
   if (k.resume) {
     c.train.checkpoint_dir = resume_from = dir.file("ckpt");
     auto first = c;
     first.train.max_steps = kSteps / 2;
-    initial = on_ranks(k.world,
-                       [&](comm::Communicator& comm) { return train_once(first, comm, data); })[0]
-                  .initial;
+    on_ranks(k.world, [&](comm::Communicator& comm) { return train_once(first, comm, data); });
   }
   auto got = on_ranks(
       k.world, [&](comm::Communicator& comm) { return train_once(c, comm, data, resume_from); })[0];
-  if (k.resume) got.initial = initial;
+  // The whole model before the first step (a resumed run's and a pipeline stage's own initial
+  // tensors are not it), as every rank builds it.
+  got.initial.clear();
+  for (const auto& p : build_model(c, data).parameters()) got.initial.push_back(p.detach());
   for (const auto& p : got.params) ASSERT_EQ(p.scalar_type(), torch::kFloat32);  // master weights
-  const double to_bf16 = apart(got, reference(c, data, k.replicas(), got.initial, true));
-  const double to_fp32 = apart(got, reference(c, data, k.replicas(), got.initial, false));
+  const double to_bf16 = apart(got, reference(c, data, k.replicas(), got.initial, true, micro));
+  const double to_fp32 = apart(got, reference(c, data, k.replicas(), got.initial, false, micro));
   // The bound. Trainer and reference make the same LibTorch calls on the same shapes, so their
   // bfloat16 products agree on any CPU; what differs is float32 rounding in the update's and
   // the average's order of operations (2^-24 ~ 6e-8 of a weight, a few times per step). Over
@@ -139,8 +155,13 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Bf16,
                                            Case{"allreduce", 0, 3}, Case{"zero", 1, 2},
                                            Case{"zero", 2, 3}, Case{"ps", 0, 2}, Case{"ps", 0, 3},
                                            Case{"allreduce", 0, 2, true}, Case{"zero", 2, 3, true},
-                                           Case{"allreduce", 0, 3, false, false}),
-                         case_name);
+                                           Case{"allreduce", 0, 3, false, false},
+                                           Case{"allreduce", 0, 2, false, true, 2, "gpipe"},
+                                           Case{"allreduce", 0, 4, false, true, 2, "1f1b"},
+                                           Case{"zero", 2, 4, false, true, 2, "1f1b"}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return case_name(info.param);
+                         });
 
 // The convolutional models (LeNet-5; ResNet-20, whose batch norms then take bfloat16 inputs
 // with float32 weights and statistics) train under bf16 too: float32 weights that end

@@ -6,7 +6,10 @@
 // and those on neither list run as their inputs come.
 #pragma once
 
+#include <ATen/ATen.h>
 #include <ATen/autocast_mode.h>
+
+#include <utility>
 
 namespace distml::train {
 
@@ -35,5 +38,19 @@ class AutocastScope {
   bool on_, was_enabled_ = false;
   at::ScalarType was_dtype_ = at::kBFloat16;
 };
+
+/// `forward()` under an AutocastScope(bf16); with bf16, a floating-point result comes back
+/// in float32 (the dtype bf16 trains in), as after torch.autocast's scope: the loss, the
+/// metrics and a pipeline's links see float32.
+template <class Forward>
+at::Tensor in_precision(bool bf16, Forward&& forward) {
+  if (!bf16) return std::forward<Forward>(forward)();
+  at::Tensor out;
+  {
+    const AutocastScope autocast(true);
+    out = std::forward<Forward>(forward)();
+  }
+  return out.is_floating_point() ? out.to(at::kFloat) : out;
+}
 
 }  // namespace distml::train

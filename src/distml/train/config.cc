@@ -221,13 +221,10 @@ void check_precision(const TrainConfig& c) {
     throw ConfigError(cat(at, ": train.precision = \"", t.precision,
                           "\" casts float32 to bfloat16; autocast leaves train.dtype = \"", t.dtype,
                           "\" as it is: set train.dtype = \"float32\""));
-  const auto& p = c.parallel;
-  if (p.pipeline_stages > 1 || p.tensor > 1)
-    throw ConfigError(cat(
-        at, ": train.precision = \"", t.precision,
-        "\" does not combine with a split model (parallel.pipeline_stages = ", p.pipeline_stages,
-        ", parallel.tensor = ", p.tensor,
-        ") yet: the stages' and tensor ranks' forward does not run under autocast"));
+  if (c.parallel.tensor > 1)
+    throw ConfigError(cat(at, ": train.precision = \"", t.precision,
+                          "\" does not combine with parallel.tensor = ", c.parallel.tensor,
+                          " yet: the tensor ranks' split layers do not run under autocast"));
 }
 
 // Defaults that depend on another key: ddg pipelines whole batches, so its micro-batch count

@@ -128,25 +128,15 @@ torch::Tensor Objective::model_input(const Rows& rows) const {
   return input(rows).to(torch::kInt64).narrow(1, 0, feature_dim_ - 1);  // predicts the rest
 }
 
-// The loss and the metrics are then computed in train.dtype, as after torch.autocast's scope.
 torch::Tensor Objective::predict(nn::Model& model, const Rows& rows) const {
-  torch::Tensor prediction;
-  {
-    const AutocastScope autocast(bf16_);
-    prediction = model.forward(model_input(rows));
-  }
-  return prediction.is_floating_point() ? prediction.to(dtype_) : prediction;
+  return in_precision(bf16_, [&] { return model.forward(model_input(rows)); });
 }
 
 Objective::Output Objective::evaluate(nn::Model& model, const Rows& rows, bool mean) const {
   if (loss_ != "model") return score(predict(model, rows), rows, mean);
   Output out;
   out.target = target(rows);
-  {
-    const AutocastScope autocast(bf16_);
-    out.loss = model.forward_loss(input(rows), out.target);
-  }
-  out.loss = out.loss.to(dtype_);
+  out.loss = in_precision(bf16_, [&] { return model.forward_loss(input(rows), out.target); });
   if (out.loss.numel() != 1)
     throw DataError(cat("the TorchScript model's forward(x, y) returned a tensor of shape ",
                         shape_text(out.loss.sizes().vec()), "; it must return a scalar loss"));

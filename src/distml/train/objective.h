@@ -81,7 +81,7 @@ class Objective {
     torch::Tensor prediction, target;  // what the metrics compare
   };
   Output evaluate(nn::Model& model, const Rows& rows, bool mean) const;
-  /// The model's prediction for the rows, its forward in train.precision, as train.dtype.
+  /// The model's prediction for the rows, its forward in train.precision (in_precision).
   torch::Tensor predict(nn::Model& model, const Rows& rows) const;
   /// Whether the model's forward on the rows runs without autocast (check_fits under bf16:
   /// whose failure it was).

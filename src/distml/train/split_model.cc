@@ -72,6 +72,7 @@ std::unique_ptr<pipeline::PipelineStage> stage_of(
           .spectrain = c.parallel.spectrain ? std::move(velocity) : pipeline::VelocityFn(),
           .log_weight_uses = false,
           .own_random_stream = grid.tensor_ranks == 1,
+          .bf16 = c.train.precision == "bf16",
           .world_rank = [&grid](int s) { return grid.world_rank_of_stage(s); },
           .slowdown =
               grid.world_rank_of_stage(grid.stage) == c.train.slow_rank ? c.train.slow_factor : 1});

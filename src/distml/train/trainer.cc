@@ -265,7 +265,7 @@ struct Trainer::State {
     model.train(false);
     if (grid) {
       pipeline::forward_through(
-          part->layers, *grid, chunks,
+          part->layers, *grid, chunks, config.train.precision == "bf16",
           [&](std::int64_t i) { return objective.model_input(rows(i)); },
           [&](std::int64_t i, const torch::Tensor& out) {
             objective.add_prediction_to(sums, out, rows(i));

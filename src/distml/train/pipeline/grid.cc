@@ -2,6 +2,7 @@
 
 #include "distml/core/error.h"
 #include "distml/core/peak_rss.h"
+#include "distml/train/autocast_scope.h"
 #include "distml/train/pipeline/partition.h"
 #include "distml/train/tensor_buffer.h"
 
@@ -111,14 +112,15 @@ void gather_on_rank0(StageOfModel& part, const Grid& grid) {
 }
 
 void forward_through(const std::vector<nn::Layer>& layers, const Grid& grid, std::int64_t chunks,
-                     const std::function<torch::Tensor(std::int64_t)>& input_of,
+                     bool bf16, const std::function<torch::Tensor(std::int64_t)>& input_of,
                      const std::function<void(std::int64_t, const torch::Tensor&)>& take_output) {
   torch::NoGradGuard no_grad;
   const bool first = grid.stage == 0, last = grid.stage == grid.stages - 1;
   along_pipeline(grid, "to evaluate", [&](comm::Communicator& pipeline) {
     StageLink link(pipeline);
     for (std::int64_t i = 0; i < chunks; ++i) {
-      const auto out = nn::run_layers(layers, first ? input_of(i) : link.recv(grid.stage - 1, 0));
+      const auto in = first ? input_of(i) : link.recv(grid.stage - 1, 0);
+      const auto out = in_precision(bf16, [&] { return nn::run_layers(layers, in); });
       if (last) {
         take_output(i, out);
       } else {

@@ -66,10 +66,10 @@ void hold_other_stages(StageOfModel& part);
 void gather_on_rank0(StageOfModel& part, const Grid& grid);
 
 /// Collective over the pipeline: `chunks` inputs forward through the stages' `layers`
-/// without autograd; stage 0 takes chunk i from `input_of(i)`, the last stage hands its
-/// output to `take_output(i, output)`.
+/// without autograd, in bfloat16 with `bf16` (in_precision); stage 0 takes chunk i from
+/// `input_of(i)`, the last stage hands its output to `take_output(i, output)`.
 void forward_through(const std::vector<nn::Layer>& layers, const Grid& grid, std::int64_t chunks,
-                     const std::function<torch::Tensor(std::int64_t)>& input_of,
+                     bool bf16, const std::function<torch::Tensor(std::int64_t)>& input_of,
                      const std::function<void(std::int64_t, const torch::Tensor&)>& take_output);
 
 /// Collective over the pipeline: every stage gets the last stage's `values` (the loss and the

@@ -7,6 +7,7 @@
 
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
+#include "distml/train/autocast_scope.h"
 #include "distml/train/generator_state.h"
 #include "distml/train/pipeline/schedule.h"
 
@@ -216,7 +217,7 @@ void PipelineStage::forward(InFlight& f, const torch::Tensor& input, std::int64_
 // The stage's layers on the micro-batch's input; on the last stage, its weighted loss (its
 // mean loss under pipedream, where it is an update of its own).
 torch::Tensor PipelineStage::compute(const InFlight& f, std::int64_t rows, const LossFn& loss) {
-  auto out = nn::run_layers(layers_, f.input);
+  auto out = in_precision(options_.bf16, [&] { return nn::run_layers(layers_, f.input); });
   if (!is_last()) return out;
   const auto mean = loss(out, f.begin, f.count);
   return versions_ ? mean : mean * (static_cast<double>(f.count) / static_cast<double>(rows));

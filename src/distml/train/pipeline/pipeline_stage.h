@@ -78,6 +78,7 @@ struct PipelineOptions {
   /// would block the other ranks of a process) and which draw nothing: only the built-in
   /// mlp's and LeNet-5's Linear pairs are split.
   bool own_random_stream = true;
+  bool bf16 = false;  // train.precision = "bf16": the layers' forward under autocast
   std::function<int(int stage)> world_rank = [](int s) { return s; };  // for messages
   /// Straggler experiments (train.slow_rank): each forward and backward takes this many times
   /// as long, the stage sleeping the difference after it computes, as a slower rank would.
