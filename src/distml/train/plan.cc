@@ -125,8 +125,8 @@ Plan make_plan(const TrainConfig& config, const TaskData& data, comm::Communicat
         rows_of(data.train, 0, std::min<std::int64_t>(rows, data.train.num_samples));
     return pipeline::profile_layers(
         layers, model.tensors(), objective.model_input(sample),
-        [&](const torch::Tensor& out) { return objective.mean_loss_of(out, sample); },
-        options.reps);
+        [&](const torch::Tensor& out) { return objective.mean_loss_of(out, sample); }, options.reps,
+        config.train.precision == "bf16");
   };
   std::map<std::int64_t, std::vector<pipeline::LayerCost>> measured;
   auto costs_at = [&](std::int64_t rows) -> const std::vector<pipeline::LayerCost>& {

@@ -24,7 +24,8 @@ std::vector<std::int64_t> profiled_counts(const TrainConfig& c, int stages,
   const auto sample = rows_of(data.train, 0, rows);
   auto costs = pipeline::profile_layers(
       model.layers(), model.tensors(), objective.model_input(sample),
-      [&](const torch::Tensor& out) { return objective.mean_loss_of(out, sample); });
+      [&](const torch::Tensor& out) { return objective.mean_loss_of(out, sample); }, 5,
+      c.train.precision == "bf16");
   pipeline::average_over_ranks(costs, world);
   std::vector<double> seconds;
   for (const auto& l : costs) seconds.push_back(l.forward_s + l.backward_s);

@@ -4,6 +4,7 @@
 
 #include "distml/core/clock.h"
 #include "distml/core/median.h"
+#include "distml/train/autocast_scope.h"
 #include "distml/train/generator_state.h"
 
 namespace distml::train::pipeline {
@@ -18,7 +19,7 @@ double bytes_of(const torch::Tensor& t) {
 std::vector<LayerCost> profile_layers(
     const std::vector<nn::Layer>& layers, const nn::ModelTensors& tensors,
     const torch::Tensor& input, const std::function<torch::Tensor(const torch::Tensor&)>& loss,
-    int reps) {
+    int reps, bool bf16) {
   const std::size_t n = layers.size();
   std::vector<LayerCost> costs(n);
   std::vector<std::vector<double>> forward(n), backward(n), update(n), copying(n);
@@ -39,13 +40,18 @@ std::vector<LayerCost> profile_layers(
     for (std::size_t l = 0; l < n; ++l) {
       inputs[l] = l == 0 ? x : x.detach().requires_grad_(true);
       const auto start = Clock::now();
-      outputs[l] = layers[l].forward(inputs[l]);
+      {
+        const AutocastScope autocast(bf16);
+        outputs[l] = layers[l].forward(inputs[l]);
+      }
       if (rep > 0) forward[l].push_back(seconds_since(start));
       x = outputs[l];
     }
     // 2. The loss, then backward, last layer first.
     auto start = Clock::now();
-    auto last = outputs.back().detach().requires_grad_(true);
+    auto last = outputs.back().detach();
+    if (bf16 && last.is_floating_point()) last = last.to(torch::kFloat32);
+    last.requires_grad_(true);
     loss(last).backward();
     double loss_s = seconds_since(start);
     torch::Tensor grad = last.grad();

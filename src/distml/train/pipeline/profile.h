@@ -27,11 +27,12 @@
 namespace distml::train::pipeline {
 
 /// `layers` (with their `tensors`) measured on `input`, one micro-batch; `loss` maps the last
-/// output to the scalar loss.
+/// output to the scalar loss. With `bf16` each layer's forward runs under autocast, as
+/// train.precision = "bf16" runs it, and the loss takes the output in float32.
 std::vector<LayerCost> profile_layers(
     const std::vector<nn::Layer>& layers, const nn::ModelTensors& tensors,
     const torch::Tensor& input, const std::function<torch::Tensor(const torch::Tensor&)>& loss,
-    int reps = 5);
+    int reps = 5, bool bf16 = false);
 
 /// Collective over `comm`: every rank's measurements averaged, so that every rank plans the
 /// same from them.
