@@ -89,6 +89,7 @@ struct Case {
   bool mkldnn = true;
   int stages = 1;  // > 1: a pipeline of 2 micro-batches, each replica's stages on ranks
   std::string schedule = "1f1b";
+  bool by_profile = false;  // parallel.partition = "profile": layers measured in bfloat16
   int replicas() const { return strategy == "ps" ? world - 1 : world / stages; }
 };
 
@@ -96,7 +97,8 @@ std::string case_name(const Case& c) {
   return c.strategy + (c.stage > 0 ? std::to_string(c.stage) : "") + "_np" +
          std::to_string(c.world) + (c.resume ? "_resumed" : "") +
          (c.mkldnn ? "" : "_without_onednn") +
-         (c.stages > 1 ? "_" + std::to_string(c.stages) + "_stages_" + c.schedule : "");
+         (c.stages > 1 ? "_" + std::to_string(c.stages) + "_stages_" + c.schedule : "") +
+         (c.by_profile ? "_by_profile" : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
@@ -121,6 +123,7 @@ TEST_P(Bf16, FollowsTheSerialMixedPrecisionReference) {
     c.parallel.pipeline_stages = k.stages;
     c.parallel.micro_batches = micro;
     c.parallel.schedule = k.schedule;
+    c.parallel.partition_by_profile = k.by_profile;
   }
   data::testing::TempDir dir;
   std::string resume_from;
@@ -158,7 +161,8 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Bf16,
                                            Case{"allreduce", 0, 3, false, false},
                                            Case{"allreduce", 0, 2, false, true, 2, "gpipe"},
                                            Case{"allreduce", 0, 4, false, true, 2, "1f1b"},
-                                           Case{"zero", 2, 4, false, true, 2, "1f1b"}),
+                                           Case{"zero", 2, 4, false, true, 2, "1f1b"},
+                                           Case{"allreduce", 0, 2, false, true, 2, "1f1b", true}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return case_name(info.param);
                          });
