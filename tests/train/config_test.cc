@@ -387,9 +387,10 @@ TEST(Config, PipelineKeys) {
   EXPECT_TRUE(parse_config(canonical_text(profiled), "x").parallel.partition_by_profile);
   EXPECT_EQ(config_error("[parallel]\npipeline_stages = 2\npartition = [5]\n"),
             "x.toml: parallel.partition lists 1 layer counts for parallel.pipeline_stages = 2");
-  EXPECT_EQ(config_error("[parallel]\nrecompute = true\n"),
-            "x.toml: parallel.recompute re-computes gpipe's activations; set "
-            "parallel.schedule = \"gpipe\"");
+  EXPECT_TRUE(parse_config("[parallel]\nrecompute = true\n", "x").parallel.recompute);  // 1f1b
+  EXPECT_EQ(config_error("[parallel]\nschedule = \"ddg\"\nrecompute = true\n"),
+            "x.toml: parallel.schedule = \"ddg\" re-computes its forwards already; "
+            "parallel.recompute is for \"gpipe\" and \"1f1b\"");
   EXPECT_EQ(config_error("[parallel]\nspectrain = true\n"),
             "x.toml: parallel.spectrain predicts the weights of the asynchronous pipeline; set "
             "parallel.schedule = \"pipedream\"");

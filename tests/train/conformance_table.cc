@@ -15,9 +15,15 @@ const std::vector<Strategy>& strategies() {
 }
 
 const std::vector<Split>& splits() {
-  static const std::vector<Split> all = {
-      Split::none,      Split::gpipe, Split::one_f_one_b, Split::gpipe_recompute,
-      Split::pipedream, Split::ddg,   Split::tensor2,     Split::grid2x2};
+  static const std::vector<Split> all = {Split::none,
+                                         Split::gpipe,
+                                         Split::one_f_one_b,
+                                         Split::gpipe_recompute,
+                                         Split::one_f_one_b_recompute,
+                                         Split::pipedream,
+                                         Split::ddg,
+                                         Split::tensor2,
+                                         Split::grid2x2};
   return all;
 }
 
@@ -55,6 +61,7 @@ std::string name(Split s) {
     case Split::gpipe: return "gpipe";
     case Split::one_f_one_b: return "1f1b";
     case Split::gpipe_recompute: return "gpipe+recompute";
+    case Split::one_f_one_b_recompute: return "1f1b+recompute";
     case Split::pipedream: return "pipedream";
     case Split::ddg: return "ddg";
     case Split::tensor2: return "tensor 2";
@@ -149,15 +156,20 @@ std::vector<std::string> overrides(const Cell& c, int steps) {
     case Split::gpipe:
     case Split::one_f_one_b:
     case Split::gpipe_recompute:
-    case Split::pipedream:
+    case Split::one_f_one_b_recompute:
+    case Split::pipedream: {
+      const bool one_f_one_b =
+          c.split == Split::one_f_one_b || c.split == Split::one_f_one_b_recompute;
       o.insert(o.end(),
                {"parallel.pipeline_stages=2", "parallel.partition=[2, 2]",
                 "parallel.micro_batches=" + std::to_string(kMicroBatches),
-                std::string("parallel.schedule=") + (c.split == Split::one_f_one_b ? "1f1b"
+                std::string("parallel.schedule=") + (one_f_one_b                   ? "1f1b"
                                                      : c.split == Split::pipedream ? "pipedream"
                                                                                    : "gpipe")});
-      if (c.split == Split::gpipe_recompute) o.push_back("parallel.recompute=true");
+      if (c.split == Split::gpipe_recompute || c.split == Split::one_f_one_b_recompute)
+        o.push_back("parallel.recompute=true");
       break;
+    }
     case Split::ddg:
       o.insert(o.end(), {"parallel.pipeline_stages=2", "parallel.partition=[2, 2]",
                          "parallel.schedule=ddg"});

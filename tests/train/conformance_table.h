@@ -23,7 +23,17 @@ enum class Strategy {
   gossip,          // ring
   hybrid,          // fastText's sparse embedding served by rows, plain SGD
 };
-enum class Split { none, gpipe, one_f_one_b, gpipe_recompute, pipedream, ddg, tensor2, grid2x2 };
+enum class Split {
+  none,
+  gpipe,
+  one_f_one_b,
+  gpipe_recompute,
+  one_f_one_b_recompute,
+  pipedream,
+  ddg,
+  tensor2,
+  grid2x2
+};
 enum class Compressor { none, fp16, topk, powersgd };  // topk and powersgd with error feedback
 enum class Extra {
   plain,

@@ -154,10 +154,10 @@ const config::Schema<TrainConfig>& schema() {
 // with yet.
 void check_pipeline(const TrainConfig& c) {
   const auto& p = c.parallel;
-  if (p.recompute && p.schedule != "gpipe")
-    throw ConfigError(cat(c.origin("parallel.recompute"),
-                          ": parallel.recompute re-computes gpipe's activations; set "
-                          "parallel.schedule = \"gpipe\""));
+  if (p.recompute && (p.schedule == "pipedream" || p.schedule == "ddg"))
+    throw ConfigError(cat(c.origin("parallel.recompute"), ": parallel.schedule = \"", p.schedule,
+                          "\" re-computes its forwards already; parallel.recompute is for "
+                          "\"gpipe\" and \"1f1b\""));
   if (p.spectrain && p.schedule != "pipedream")
     throw ConfigError(cat(c.origin("parallel.spectrain"),
                           ": parallel.spectrain predicts the weights of the asynchronous "

@@ -77,7 +77,7 @@ struct ParallelConfig {
   std::int64_t micro_batches = 4;         // per step, per replica (ddg: 1)
   std::string schedule = "1f1b";          // gpipe | 1f1b | pipedream | ddg
   bool spectrain = false;                 // pipedream: predict the weights, not stash them
-  bool recompute = false;                 // gpipe: re-compute activations in the backward
+  bool recompute = false;                 // gpipe, 1f1b: re-compute activations in backward
   std::vector<std::int64_t> partition{};  // layers per stage; empty: balanced by parameters,
   bool partition_by_profile = false;      // or (parallel.partition = "profile") by time
   std::int64_t tensor = 1;                // ranks each stage's Linear pairs are split over

@@ -44,8 +44,10 @@ PipelineStage::PipelineStage(comm::Communicator& comm, std::vector<nn::Layer> la
       rng_(generator_state()) {
   if (options_.micro_batches < 1)
     throw ConfigError(cat("parallel.micro_batches must be >= 1, got ", options_.micro_batches));
-  if (options_.recompute && options_.schedule != "gpipe")
-    throw ConfigError("parallel.recompute is gpipe's: set parallel.schedule = \"gpipe\"");
+  if (options_.recompute && (options_.schedule == "pipedream" || decoupled()))
+    throw ConfigError(cat("parallel.schedule = \"", options_.schedule,
+                          "\" re-computes its forwards already; parallel.recompute is for "
+                          "\"gpipe\" and \"1f1b\""));
   if (decoupled() && options_.micro_batches != 1)
     throw ConfigError(
         cat("parallel.schedule = \"ddg\" pipelines whole batches; "

@@ -70,7 +70,7 @@ namespace distml::train::pipeline {
 struct PipelineOptions {
   std::string schedule = "1f1b";  // gpipe, 1f1b, pipedream or ddg
   int micro_batches = 4;
-  bool recompute = false;        // gpipe's activation re-computation
+  bool recompute = false;        // gpipe's and 1f1b's activation re-computation
   VelocityFn spectrain{};        // pipedream: predict the weights from it instead of stashing them
   bool log_weight_uses = false;  // pipedream: keep WeightVersions::uses(), for tests
   /// Draw from a random stream of the stage's own (dropout; see step 2 of the protocol). Off
