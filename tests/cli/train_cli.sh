@@ -68,10 +68,13 @@ case $scenario in
 import json, sys
 d = json.loads(sys.argv[1])
 keys = ["test_accuracy", "test_loss", "steps", "steps_per_sec", "samples_per_sec",
-        "comm_time_s", "overlap_fraction", "wall_s"]
+        "comm_time_s", "overlap_fraction", "wall_s", "peak_rss_mb"]
 missing = [k for k in keys if k not in d]
 assert d.get("event") == "done" and not missing, f"done line lacks {missing}: {d}"
 assert d["steps"] == 8 and d["steps_per_sec"] > 0 and 0 <= d["test_accuracy"] <= 1, d
+# In MB: a rank holds LibTorch's touched code and data (hundreds of MB, never under 50) and
+# fits the machine (bytes or kB would exceed any machine's memory in MB).
+assert 50 < d["peak_rss_mb"] < 1 << 20, d["peak_rss_mb"]
 print("ok: done line", d)
 PY
     grep -q '"event":"step"' <<<"$out" || fail "no step metrics in: $out"

@@ -15,6 +15,7 @@
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/core/parse.h"
+#include "distml/core/peak_rss.h"
 #include "distml/core/preemption.h"
 #include "distml/core/run_id.h"
 #include "distml/train/checkpoint_dir.h"
@@ -65,6 +66,7 @@ nlohmann::json done_line(const train::TrainResult& r, const train::TaskData& dat
                       {"bytes_sent", r.bytes_sent},
                       {"consensus_distance", r.consensus_distance},
                       {"optimizer_state_bytes", r.optimizer_state_bytes},
+                      {"peak_rss_mb", peak_rss_mb()},
                       {"param_checksum", hex(r.param_checksum)},
                       {"np", np},
                       {"engine", engine},
