@@ -251,15 +251,13 @@ TEST(Config, NesterovNeedsMomentum) {
   EXPECT_TRUE(parse_config("[optim]\nnesterov = true\nmomentum = 0.9\n", "x.toml").optim.nesterov);
 }
 
-TEST(Config, PrecisionIsBf16OnFloat32WithoutTensorRanks) {
+TEST(Config, PrecisionIsBf16OnFloat32) {
   EXPECT_EQ(parse_config("[train]\nprecision = \"bf16\"\n", "x.toml").train.precision, "bf16");
   EXPECT_TRUE(contains(config_error("[train]\nprecision = \"fp16\"\n"),
                        "x.toml: train.precision = \"fp16\" is refused: LibTorch 1.13's CPU "
                        "autocast casts to bfloat16 only"));
   EXPECT_TRUE(contains(config_error("[train]\nprecision = \"bf16\"\ndtype = \"float64\"\n"),
                        "set train.dtype = \"float32\""));
-  EXPECT_TRUE(contains(config_error("[train]\nprecision = \"bf16\"\n[parallel]\ntensor = 2\n"),
-                       "does not combine with parallel.tensor = 2"));
   EXPECT_EQ(
       parse_config("[train]\nprecision = \"bf16\"\n[parallel]\npipeline_stages = 2\n", "x.toml")
           .parallel.pipeline_stages,

@@ -31,8 +31,12 @@ TrainConfig mixed_config(const std::string& precision) {
 
 // The reference's model after kSteps: parameters in module order (weight, bias per Linear),
 // replica r of `world` taking the r-th block of each step's window of epoch 0's order.
+// With `tensor` ranks the second Linear is row-parallel (the first, column-parallel, computes
+// each output as the whole layer does): each rank's share of its input columns gives a partial
+// product rounded to bfloat16, and the partials and the bias are summed in float32.
 std::vector<torch::Tensor> reference(const TrainConfig& c, const TaskData& data, int world,
-                                     std::vector<torch::Tensor> params, bool bf16, int micro = 1) {
+                                     std::vector<torch::Tensor> params, bool bf16, int micro = 1,
+                                     int tensor = 1) {
   const auto x = torch::from_blob(const_cast<float*>(data.train.features.data()),
                                   {static_cast<std::int64_t>(kRows), 784}, torch::kFloat32);
   const auto y = torch::tensor(data.train.labels, torch::kLong);
@@ -51,7 +55,17 @@ std::vector<torch::Tensor> reference(const TrainConfig& c, const TaskData& data,
           rows.push_back(static_cast<std::int64_t>(order[(t * world + r) * kBatch + i]));
         auto h = x.index_select(0, torch::tensor(rows));
         for (std::size_t l = 0; l < params.size(); l += 2) {
-          h = torch::linear(low(h), low(params[l]), low(params[l + 1]));
+          if (l == 2 && tensor > 1) {
+            const auto width = h.size(1) / tensor;
+            torch::Tensor summed = params[l + 1];
+            for (int k = 0; k < tensor; ++k)
+              summed = summed + torch::linear(low(h.narrow(1, k * width, width)),
+                                              low(params[l].narrow(1, k * width, width)))
+                                    .to(torch::kFloat32);
+            h = summed;
+          } else {
+            h = torch::linear(low(h), low(params[l]), low(params[l + 1]));
+          }
           if (l + 2 < params.size()) h = torch::relu(h);
         }
         const auto loss = torch::nn::functional::cross_entropy(
@@ -89,8 +103,9 @@ struct Case {
   bool mkldnn = true;
   int stages = 1;  // > 1: a pipeline of 2 micro-batches, each replica's stages on ranks
   std::string schedule = "1f1b";
+  int tensor = 1;           // > 1: the first two Linear layers split over that many tensor ranks
   bool by_profile = false;  // parallel.partition = "profile": layers measured in bfloat16
-  int replicas() const { return strategy == "ps" ? world - 1 : world / stages; }
+  int replicas() const { return strategy == "ps" ? world - 1 : world / stages / tensor; }
 };
 
 std::string case_name(const Case& c) {
@@ -98,7 +113,8 @@ std::string case_name(const Case& c) {
          std::to_string(c.world) + (c.resume ? "_resumed" : "") +
          (c.mkldnn ? "" : "_without_onednn") +
          (c.stages > 1 ? "_" + std::to_string(c.stages) + "_stages_" + c.schedule : "") +
-         (c.by_profile ? "_by_profile" : "");
+         (c.by_profile ? "_by_profile" : "") +
+         (c.tensor > 1 ? "_tensor" + std::to_string(c.tensor) : "");
 }
 
 void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
@@ -118,6 +134,8 @@ TEST_P(Bf16, FollowsTheSerialMixedPrecisionReference) {
   auto c = mixed_config("bf16");
   c.strategy.name = k.strategy;
   if (k.stage > 0) c.strategy.stage = k.stage;
+  c.parallel.tensor = k.tensor;
+  if (k.stages > 1 && k.tensor > 1) c.parallel.partition = {2, 1};  // the split pair on stage 0
   const int micro = k.stages > 1 ? 2 : 1;
   if (k.stages > 1) {
     c.parallel.pipeline_stages = k.stages;
@@ -140,8 +158,10 @@ TEST_P(Bf16, FollowsTheSerialMixedPrecisionReference) {
   got.initial.clear();
   for (const auto& p : build_model(c, data).parameters()) got.initial.push_back(p.detach());
   for (const auto& p : got.params) ASSERT_EQ(p.scalar_type(), torch::kFloat32);  // master weights
-  const double to_bf16 = apart(got, reference(c, data, k.replicas(), got.initial, true, micro));
-  const double to_fp32 = apart(got, reference(c, data, k.replicas(), got.initial, false, micro));
+  const double to_bf16 =
+      apart(got, reference(c, data, k.replicas(), got.initial, true, micro, k.tensor));
+  const double to_fp32 =
+      apart(got, reference(c, data, k.replicas(), got.initial, false, micro, k.tensor));
   // The bound. Trainer and reference make the same LibTorch calls on the same shapes, so their
   // bfloat16 products agree on any CPU; what differs is float32 rounding in the update's and
   // the average's order of operations (2^-24 ~ 6e-8 of a weight, a few times per step). Over
@@ -162,7 +182,10 @@ INSTANTIATE_TEST_SUITE_P(Strategies, Bf16,
                                            Case{"allreduce", 0, 2, false, true, 2, "gpipe"},
                                            Case{"allreduce", 0, 4, false, true, 2, "1f1b"},
                                            Case{"zero", 2, 4, false, true, 2, "1f1b"},
-                                           Case{"allreduce", 0, 2, false, true, 2, "1f1b", true}),
+                                           Case{"allreduce", 0, 2, false, true, 2, "1f1b", 1, true},
+                                           Case{"allreduce", 0, 2, false, true, 1, "1f1b", 2},
+                                           Case{"zero", 1, 4, false, true, 1, "1f1b", 2},
+                                           Case{"allreduce", 0, 4, false, true, 2, "1f1b", 2}),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return case_name(info.param);
                          });

@@ -221,10 +221,6 @@ void check_precision(const TrainConfig& c) {
     throw ConfigError(cat(at, ": train.precision = \"", t.precision,
                           "\" casts float32 to bfloat16; autocast leaves train.dtype = \"", t.dtype,
                           "\" as it is: set train.dtype = \"float32\""));
-  if (c.parallel.tensor > 1)
-    throw ConfigError(cat(at, ": train.precision = \"", t.precision,
-                          "\" does not combine with parallel.tensor = ", c.parallel.tensor,
-                          " yet: the tensor ranks' split layers do not run under autocast"));
 }
 
 // Defaults that depend on another key: ddg pipelines whole batches, so its micro-batch count

@@ -77,8 +77,12 @@ RowParallelLinearImpl::RowParallelLinearImpl(const torch::nn::Linear& dense,
   bias = register_parameter("bias", dense->bias.detach().clone());
 }
 
+// Under train.precision = "bf16" autocast rounds each rank's partial product to bfloat16; the
+// partials are then summed in float32, as the whole product's terms would be.
 torch::Tensor RowParallelLinearImpl::forward(const torch::Tensor& x) {
-  return sum_over_ranks(torch::nn::functional::linear(x, weight), comm_) + bias;
+  auto partial = torch::nn::functional::linear(x, weight);
+  if (partial.scalar_type() == torch::kBFloat16) partial = partial.to(torch::kFloat32);
+  return sum_over_ranks(partial, comm_) + bias;
 }
 
 }  // namespace distml::train::tensor_parallel
