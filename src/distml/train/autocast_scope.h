@@ -2,8 +2,8 @@
 // as torch.autocast("cpu", dtype=torch.bfloat16) runs it. The parameters stay float32 (the
 // master weights, and the optimizer's state beside them): autocast casts each weight to
 // bfloat16 where an operation on its list takes it (matrix products, convolutions), and the
-// cast's backward hands the gradient back in float32. Operations on autocast's float32 list
-// and those on neither list run as their inputs come.
+// cast's backward hands the gradient back in float32. Operations on autocast's float32 list run
+// in float32, those on neither list in their inputs' type.
 #pragma once
 
 #include <ATen/ATen.h>
