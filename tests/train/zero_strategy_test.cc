@@ -1,4 +1,4 @@
-// ZeRO stages 1 and 2 against their references: N sharded ranks must follow the all-reduce
+// ZeRO stages 1, 2 and 3 against their references: N sharded ranks must follow the all-reduce
 // strategy and one rank on the N-times batch, while each rank holds about 1/N of the
 // optimizer state.
 #include "distml/train/strategies/zero_strategy.h"
@@ -57,7 +57,7 @@ WorstDifferences expect_equivalent(const std::vector<RankOutcome>& zero,
 
 class ZeroEquivalence : public ::testing::TestWithParam<testing::TrajectoryCase> {};
 
-TEST_P(ZeroEquivalence, StagesOneAndTwoEqualAllreduceAndOneRankOnTheNTimesBatch) {
+TEST_P(ZeroEquivalence, EveryStageEqualsAllreduceAndOneRankOnTheNTimesBatch) {
   const auto& [model, optim, world] = GetParam();
   const int batch = 4, steps = 20;
   auto data = synthetic_images(batch * world * steps);
@@ -67,7 +67,7 @@ TEST_P(ZeroEquivalence, StagesOneAndTwoEqualAllreduceAndOneRankOnTheNTimesBatch)
   });
   auto allreduce =
       on_ranks(world, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     auto zero = on_ranks(world, [&](comm::Communicator& comm) {
       return train_once(with_zero(config, stage), comm, data);
     });
@@ -93,7 +93,7 @@ TEST(ZeroStrategy, GradientAccumulationEqualsTheReference) {
         on_ranks(1, [&](comm::Communicator& c) { return train_once(one_rank, c, data); });
     auto allreduce =
         on_ranks(world, [&](comm::Communicator& c) { return train_once(config, c, data); });
-    for (int stage : {1, 2}) {
+    for (int stage : {1, 2, 3}) {
       auto zero = on_ranks(world, [&](comm::Communicator& comm) {
         return train_once(with_zero(config, stage), comm, data);
       });
@@ -116,7 +116,7 @@ TEST(ZeroStrategy, EachOfFourRanksHoldsAQuarterOfTheAdamState) {
   const auto element_size = static_cast<std::size_t>(allreduce[0].params[0].element_size());
   const std::size_t full = 2 * elements * element_size;  // exp_avg and exp_avg_sq
   EXPECT_EQ(allreduce[0].result.optimizer_state_bytes, full);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     auto zero = on_ranks(world, [&](comm::Communicator& comm) {
       return train_once(with_zero(config, stage), comm, data);
     });
@@ -146,7 +146,7 @@ TEST(ZeroStrategy, WorksWithMoreRanksThanParameterTensors) {
         on_ranks(1, [&](comm::Communicator& c) { return train_once(one_rank, c, data); });
     auto allreduce =
         on_ranks(world, [&](comm::Communicator& c) { return train_once(config, c, data); });
-    for (int stage : {1, 2}) {
+    for (int stage : {1, 2, 3}) {
       auto zero = on_ranks(world, [&](comm::Communicator& comm) {
         return train_once(with_zero(config, stage), comm, data);
       });
@@ -220,7 +220,7 @@ TEST(ZeroStrategy, RanksThatOwnOnlyPaddingStillFollowTheReference) {
     (model->forward(torch::cat(xs)) - torch::cat(ys)).pow(2).mean().backward();
     optimizer.step();
   }
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2}) {  // stage 3 needs a model of layers: see Stage3... below
     std::mutex mutex;
     std::vector<ScalarRun> runs(world);
     comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
@@ -249,11 +249,11 @@ TEST(ZeroStrategy, RanksThatOwnOnlyPaddingStillFollowTheReference) {
 
 // Each rank's shard optimizer (Adam's moments and step counts) goes into the checkpoint and
 // comes back to the same rank: k steps, then a resume for k more, equal 2k steps straight.
-TEST(ZeroStrategy, ResumeContinuesExactlyAtStagesOneAndTwo) {
+TEST(ZeroStrategy, ResumeContinuesExactlyAtEveryStage) {
   const int world = 3, batch = 4, k = 5;
   data::testing::TempDir dir;
   auto data = synthetic_images(batch * world * 2 * k);
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     const auto config = with_zero(config_for("mlp", "adam", batch, 2 * k), stage);
     auto straight =
         on_ranks(world, [&](comm::Communicator& comm) { return train_once(config, comm, data); });
@@ -303,7 +303,7 @@ TEST(ZeroStrategy, ResumedOnAnotherNumberOfRanksGoesOnAsAllreduceDoes) {
     const auto config = config_for("mlp", optim, batch, 2 * k);
     const auto name = cat(optim, "_", before, "to", after);
     const auto reference = resized(config, dir.file(name + "_allreduce"), before, after);
-    for (int stage : {1, 2}) {
+    for (int stage : {1, 2, 3}) {
       const auto zero =
           resized(with_zero(config, stage), dir.file(cat(name, "_zero", stage)), before, after);
       for (int r = 0; r < after; ++r) {
@@ -329,7 +329,7 @@ TEST(ZeroStrategy, ClippingByGlobalNormEqualsAllreduceAndOneRank) {
       on_ranks(1, [&](comm::Communicator& c) { return train_once(one_rank, c, data); });
   auto allreduce =
       on_ranks(world, [&](comm::Communicator& c) { return train_once(config, c, data); });
-  for (int stage : {1, 2}) {
+  for (int stage : {1, 2, 3}) {
     auto zero = on_ranks(world, [&](comm::Communicator& comm) {
       return train_once(with_zero(config, stage), comm, data);
     });
@@ -341,6 +341,52 @@ TEST(ZeroStrategy, ClippingByGlobalNormEqualsAllreduceAndOneRank) {
       on_ranks(1, [&](comm::Communicator& c) { return train_once(unclipped, c, data); });
   EXPECT_GT(trajectory_difference(free_run[0], reference[0]), 1000 * trajectory_tolerance(steps))
       << "the clip must change the trajectory, or this test shows nothing";
+}
+
+// Stage 3 between and during steps: how many layers' parameters exist at once, from the
+// parameters' own storage (a freed layer's is empty). An MLP of 8 Linear layers, driven as the
+// trainer drives it: between steps no layer is whole; during backward, the layer that runs and
+// the one prefetched below it (and, while the first gradients arrive, the last layer, which
+// forward kept) at most.
+TEST(ZeroStrategy, Stage3HoldsAtMostThreeLayersAtOnceAndNoneBetweenSteps) {
+  const int world = 3, layers = 8, steps = 3;
+  std::vector<std::int64_t> widths(layers + 1, 8);
+  comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
+    torch::manual_seed(7);
+    auto model = nn::make_model({.name = "mlp", .mlp_layers = widths});
+    model.to(torch::kFloat64);
+    torch::optim::SGD optimizer(model.parameters(), torch::optim::SGDOptions(0.1));
+    ZeroStrategy strategy(comm, {.stage = 3});
+    strategy.attach(model);
+    strategy.setup(model.tensors());
+    const auto params = model.parameters();
+    auto whole_layers = [&] {  // a Linear's weight and bias, both gathered or both freed
+      std::size_t whole = 0;
+      for (const auto& p : params) whole += p.storage().nbytes() > 0;
+      return whole / 2;
+    };
+    std::size_t most = 0;
+    std::vector<unsigned> hooks;
+    for (auto& p : params)
+      hooks.push_back(p.register_hook([&](const torch::Tensor&) {
+        most = std::max(most, whole_layers());
+      }));
+    for (int step = 0; step < steps; ++step) {
+      optimizer.zero_grad();
+      strategy.before_backward(true);
+      auto x = torch::randn({4, 8}, torch::kFloat64);
+      model.forward(x).square().mean().backward();
+      strategy.before_optimizer_step();
+      strategy.optimizer_step(optimizer);
+      EXPECT_EQ(whole_layers(), 0u) << "rank " << comm.rank() << " after step " << step;
+    }
+    for (std::size_t k = 0; k < params.size(); ++k) params[k].remove_hook(hooks[k]);
+    EXPECT_LE(most, 3u) << "rank " << comm.rank();
+    EXPECT_GE(most, 1u) << "rank " << comm.rank() << ": a layer runs its backward whole";
+    strategy.gather_model();  // whole again, and the same on every rank
+    EXPECT_EQ(whole_layers(), static_cast<std::size_t>(layers));
+    check_replicas_agree(model.tensors(), comm);
+  });
 }
 
 }  // namespace

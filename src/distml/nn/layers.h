@@ -50,15 +50,18 @@ inline torch::Tensor run_layers(const std::vector<Layer>& layers, torch::Tensor 
   return x;
 }
 
-/// The tensors of `all` that belong to one of `modules` (names "module." + rest), in order.
+/// Whether the tensor called `name` belongs to one of `modules` (its name is "module." + rest).
+inline bool owned_by(const std::string& name, const std::vector<std::string>& modules) {
+  for (const auto& m : modules)
+    if (name.size() > m.size() && name.compare(0, m.size(), m) == 0 && name[m.size()] == '.')
+      return true;
+  return false;
+}
+
+/// The tensors of `all` that belong to one of `modules`, in order.
 inline ModelTensors select_modules(const ModelTensors& all,
                                    const std::vector<std::string>& modules) {
-  auto owned = [&](const std::string& name) {
-    for (const auto& m : modules)
-      if (name.size() > m.size() && name.compare(0, m.size(), m) == 0 && name[m.size()] == '.')
-        return true;
-    return false;
-  };
+  auto owned = [&](const std::string& name) { return owned_by(name, modules); };
   ModelTensors out;
   for (std::size_t i = 0; i < all.parameters.size(); ++i)
     if (owned(all.parameter_names[i])) {

@@ -92,6 +92,7 @@ Model::Model(const Model&) = default;
 Model& Model::operator=(const Model&) = default;
 
 torch::Tensor Model::forward(const torch::Tensor& input) {
+  if (*forward_) return (*forward_)(input);
   if (!script_) return native_.forward(input);
   if (takes_target())
     throw UsageError(

@@ -54,6 +54,9 @@ class Model {
   /// n-gram ids (0 pads) as floats or ints and returns [B, classes]; a TorchScript model takes
   /// what its forward declares.
   torch::Tensor forward(const torch::Tensor& input);
+  /// From now on forward(x) calls `forward` (every copy of this model): ZeRO-3 runs the
+  /// layers itself, gathering each one's parameters just before it. Empty: the model's own.
+  void run_forward_with(TensorFn forward) { *forward_ = std::move(forward); }
   /// A TorchScript model's forward(x, y): its own scalar loss.
   torch::Tensor forward_loss(const torch::Tensor& input, const torch::Tensor& target);
   /// True for a TorchScript module whose forward takes (x, y).
@@ -93,6 +96,7 @@ class Model {
   torch::nn::AnyModule native_;                 // a built-in model, else empty
   LayersFn layers_;                             // a built-in model's layers, if it has them
   std::shared_ptr<torch::jit::Module> script_;  // a TorchScript model, else null
+  std::shared_ptr<TensorFn> forward_ = std::make_shared<TensorFn>();  // run_forward_with()
 };
 
 /// The names make_model accepts, in the order error messages list them.

@@ -207,6 +207,23 @@ void check_pipeline(const TrainConfig& c) {
 }
 
 // train.precision: what LibTorch 1.13's CPU autocast can do, with what distml runs under it.
+// ZeRO stage 3 runs the model's layers one by one (strategies/zero_layers.h).
+void check_zero3(const TrainConfig& c) {
+  if (c.strategy.name != "zero" || c.strategy.stage != 3) return;
+  const auto& p = c.parallel;
+  if (p.pipeline_stages > 1 || p.tensor > 1)
+    throw ConfigError(cat(c.origin("strategy.stage"),
+                          ": strategy.stage = 3 shards the parameters of whole replicas; it does "
+                          "not combine with a split model (parallel.pipeline_stages = ",
+                          p.pipeline_stages, ", parallel.tensor = ", p.tensor,
+                          ") yet: use stage 1 or 2 there"));
+  if (c.train.loss == "model")
+    throw ConfigError(cat(c.origin("train.loss"),
+                          ": train.loss = \"model\" calls the module's forward(x, y) whole, and "
+                          "strategy.stage = 3 must run the model layer by layer to gather each "
+                          "layer's parameters; use a forward(x) model with a loss by name"));
+}
+
 void check_precision(const TrainConfig& c) {
   const auto& t = c.train;
   if (t.precision == "fp32") return;
@@ -242,10 +259,11 @@ void check_consistency(const TrainConfig& c) {
             ": train.export_module writes a TorchScript module, which only ",
             "model.name = \"torchscript\" has; use train.export for the weights of \"",
             c.model.name, "\""));
-  if (c.strategy.stage > 2)
+  if (c.strategy.stage > 3)
     throw ConfigError(cat(c.origin("strategy.stage"),
-                          ": strategy.stage: expected 1 or 2 (ZeRO stages), got ",
+                          ": strategy.stage: expected 1, 2 or 3 (ZeRO stages), got ",
                           c.strategy.stage));
+  check_zero3(c);
   if (c.compress.levels > 127)
     throw ConfigError(cat(c.origin("compress.levels"),
                           ": compress.levels: expected 1 to 127 (QSGD's levels travel in 7 bits), "

@@ -64,7 +64,8 @@ struct StrategyConfig {
   double alpha = 0.1;                    // easgd: moving rate (ranks x alpha <= 1)
   bool asynchronous = false;             // easgd: the centre on the last rank, no barrier
   std::string topology = "ring";         // gossip: ring | exponential | complete
-  std::int64_t stage = 1;                // zero: 1 (optimizer state) or 2 (and gradients)
+  std::int64_t stage = 1;                // zero: 1 (optimizer state), 2 (and gradients), 3 (and
+                                         // parameters, gathered layer by layer)
   std::int64_t servers = 1;              // ps: the last `servers` ranks hold the parameters
   std::string mode = "bsp";              // ps: bsp | asp | ssp
   std::int64_t staleness = 3;            // ps, ssp: steps a worker may run ahead

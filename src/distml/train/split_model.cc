@@ -79,16 +79,20 @@ std::unique_ptr<pipeline::PipelineStage> stage_of(
               grid.world_rank_of_stage(grid.stage) == c.train.slow_rank ? c.train.slow_factor : 1});
 }
 
-void check_stages_make_the_model(const TrainConfig& c, const pipeline::Grid& grid,
+void check_layers_make_the_model(const TrainConfig& c, const std::optional<pipeline::Grid>& grid,
                                  const nn::Model& model, const TaskData& data) {
   const auto rows = std::min<std::int64_t>(2, static_cast<std::int64_t>(data.train.num_samples));
-  if (grid.stages == 1 || rows == 0) return;
+  const bool staged = grid && grid->stages > 1,
+             zero3 = c.strategy.name == "zero" && c.strategy.stage == 3;
+  if (!(staged || zero3) || rows == 0) return;
+  const std::string key = staged ? "parallel.pipeline_stages" : "strategy.stage";
   try {
     model.check_layers_are_forward(
         Objective(c, data, model).model_input(rows_of(data.train, 0, rows)));
   } catch (const ConfigError& e) {
-    throw ConfigError(cat(c.origin("parallel.pipeline_stages"), ": parallel.pipeline_stages = ",
-                          grid.stages, " with model.path = ", c.model.path, ": ", e.what()));
+    throw ConfigError(cat(c.origin(key), ": ", key, " = ",
+                          staged ? grid->stages : c.strategy.stage, " with model.path = ",
+                          c.model.path, ": ", e.what()));
   }
 }
 

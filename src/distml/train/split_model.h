@@ -37,9 +37,10 @@ std::unique_ptr<pipeline::PipelineStage> stage_of(
     const TrainConfig& c, const pipeline::Grid& grid, const pipeline::StageOfModel& part,
     const std::optional<tensor_parallel::SplitLayers>& split, pipeline::VelocityFn velocity);
 
-/// With pipeline stages, while the model is whole: ConfigError (naming the keys) unless its
-/// layers are its forward (nn::Model::check_layers_are_forward), on two training rows.
-void check_stages_make_the_model(const TrainConfig& c, const pipeline::Grid& grid,
+/// With pipeline stages, or ZeRO stage 3 (which runs the layers one by one), while the model
+/// is whole: ConfigError (naming the key) unless its layers are its forward
+/// (nn::Model::check_layers_are_forward), on two training rows.
+void check_layers_make_the_model(const TrainConfig& c, const std::optional<pipeline::Grid>& grid,
                                  const nn::Model& model, const TaskData& data);
 
 std::int64_t parameter_count(const nn::ModelTensors& tensors);

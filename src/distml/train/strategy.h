@@ -20,6 +20,7 @@
 
 #include "distml/comm/communicator.h"
 #include "distml/core/timeline.h"
+#include "distml/nn/model_registry.h"
 #include "distml/nn/model_tensors.h"
 
 namespace distml::train {
@@ -49,6 +50,9 @@ struct StrategyStats {
 class Strategy {
  public:
   virtual ~Strategy() = default;
+  /// Once, before setup(): the model itself. A strategy that runs the model's forward takes
+  /// it over here (ZeRO stage 3 gathers each layer's parameters just before it runs).
+  virtual void attach(nn::Model& /*model*/) {}
   /// Collective, once before training: makes every replica start from the same state.
   virtual void setup(const nn::ModelTensors& model) = 0;
   /// Called before each backward; `sync` is false on the micro-steps of gradient
@@ -91,6 +95,10 @@ class Strategy {
   /// stands for (the average for local SGD and gossip, the centre for EASGD), so it can be
   /// evaluated, saved and compared. A no-op where replicas never diverge.
   virtual void reconcile(torch::optim::Optimizer& /*optimizer*/) {}
+  /// Collective: every parameter's values in the model, before the trainer reads or writes it
+  /// outside a step. A no-op where they always are; ZeRO stage 3 holds them in shards between
+  /// steps.
+  virtual void gather_model() {}
   /// Collective, before a mid-run evaluation: reconcile() for a moment. The trainer puts every
   /// replica's own parameters, buffers and optimizer state back afterwards, so the strategy
   /// must leave what its next average starts from (local SGD's anchor) as it was: how often a

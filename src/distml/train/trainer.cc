@@ -283,6 +283,7 @@ struct Trainer::State {
   // optimizer state and BatchNorm statistics) on every replica; each replica gets its own
   // back afterwards, so how often a run evaluates does not change its trajectory.
   EvalMetrics evaluate_without_changing_training() {
+    strategy->gather_model();
     std::vector<torch::Tensor> own, saved;
     for (const auto& tensors : {model.tensors(), trained_tensors()}) {
       own.insert(own.end(), tensors.parameters.begin(), tensors.parameters.end());
@@ -379,8 +380,9 @@ Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const Task
   s_ = std::make_unique<State>(config, comm, data);
   check_parameter_budget(config, s_->trained_tensors(), comm);
   if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
-  if (s_->grid) check_stages_make_the_model(config, *s_->grid, s_->model, s_->data);
+  check_layers_make_the_model(config, s_->grid, s_->model, s_->data);
   if (s_->part) pipeline::release_other_stages(*s_->part);  // once the whole model has run
+  s_->strategy->attach(s_->model);
   s_->strategy->setup(s_->trained_tensors());
 }
 

@@ -83,18 +83,70 @@ struct ZeroStrategy::Shard {
 
 ZeroStrategy::ZeroStrategy(comm::Communicator& comm, ZeroStrategyOptions options)
     : comm_(comm), options_(options) {
-  if (options_.stage != 1 && options_.stage != 2)
-    throw UsageError(cat("zero: stage must be 1 or 2, got ", options_.stage));
+  if (options_.stage < 1 || options_.stage > 3)
+    throw UsageError(cat("zero: stage must be 1, 2 or 3, got ", options_.stage));
 }
 
 // A bucket's flat tensor belongs to its collective until that finishes: wait before freeing.
 ZeroStrategy::~ZeroStrategy() {
+  if (model_) model_->run_forward_with({});  // the model may outlive the strategy
   for (auto& s : shards_) {
     try {
       s.work.wait();
     } catch (const std::exception&) {  // already reported by whoever saw it first
     }
   }
+}
+
+void ZeroStrategy::attach(nn::Model& model) {
+  if (options_.stage != 3) return;
+  model_ = model;
+  layers_ = model.layers();
+}
+
+// Stage 3: one bucket per layer with trainable parameters, the last layer first (the order
+// backward produces them).
+BucketPlan ZeroStrategy::layer_plan(const TrainableParameters& trainable) {
+  if (!model_) throw UsageError("zero stage 3: attach() the model before setup()");
+  BucketPlan plan;
+  unit_of_layer_.assign(layers_.size(), -1);
+  std::vector<char> placed(trainable.names.size(), 0);
+  for (auto layer = layers_.rbegin(); layer != layers_.rend(); ++layer) {
+    std::vector<std::size_t> members;
+    for (std::size_t k = 0; k < trainable.names.size(); ++k)
+      if (!placed[k] && nn::owned_by(trainable.names[k], layer->modules)) {
+        members.push_back(k);
+        placed[k] = 1;
+      }
+    if (members.empty()) continue;
+    unit_of_layer_[layers_.size() - 1 - static_cast<std::size_t>(layer - layers_.rbegin())] =
+        static_cast<int>(plan.buckets.size());
+    plan.buckets.push_back(std::move(members));
+  }
+  for (std::size_t k = 0; k < placed.size(); ++k)
+    if (!placed[k])
+      throw ConfigError(cat("zero stage 3 gathers parameters layer by layer, and parameter '",
+                            trainable.names[k], "' of model '", model_->name(),
+                            "' belongs to none of its layers"));
+  return plan;
+}
+
+// Stage 3: the parameters move into per-layer storage, and the model's forward runs here.
+void ZeroStrategy::start_layers() {
+  const auto& buckets = buckets_->buckets();
+  std::vector<ZeroLayers::Unit> units;
+  for (std::size_t index = 0; index < buckets.size(); ++index) {
+    ZeroLayers::Unit unit{.params = {},
+                          .offsets = buckets[index].offsets,
+                          .elements = buckets[index].elements,
+                          .shard_offset = shards_[index].shard_offset};
+    for (std::size_t k : buckets[index].params) unit.params.push_back(buckets_->params()[k]);
+    units.push_back(std::move(unit));
+  }
+  gathered_ = std::make_unique<ZeroLayers>(comm_, std::move(layers_), std::move(unit_of_layer_),
+                                           std::move(units), shard_,
+                                           [this] { load_shard_from_model(); });
+  model_->run_forward_with([this](const torch::Tensor& x) { return gathered_->forward(x); });
 }
 
 void ZeroStrategy::setup(const nn::ModelTensors& model) {
@@ -106,13 +158,15 @@ void ZeroStrategy::setup(const nn::ModelTensors& model) {
   std::vector<std::size_t> bytes;
   for (auto& p : trainable.tensors) bytes.push_back(p.numel() * p.element_size());
   const auto& o = options_.buckets;
-  const auto plan = plan_buckets(bytes, o.first_bucket_bytes, o.bucket_bytes);
+  const bool by_layer = options_.stage == 3;
+  const auto plan =
+      by_layer ? layer_plan(trainable) : plan_buckets(bytes, o.first_bucket_bytes, o.bucket_bytes);
   auto options = trainable.tensors.empty() ? torch::TensorOptions()
                                            : trainable.tensors[0].options().requires_grad(false);
   // 2. Hooks: each bucket padded to N equal blocks.
   buckets_ = std::make_unique<GradientBuckets>(
       std::move(trainable), plan, comm_.size(), [this](std::size_t) { launch_ready_buckets(); },
-      /*flags=*/!o.find_unused_parameters);
+      /*flags=*/!o.find_unused_parameters && !by_layer);
   std::int64_t shard_size = 0;
   for (const auto& b : buckets_->buckets()) {
     Shard s;
@@ -123,6 +177,7 @@ void ZeroStrategy::setup(const nn::ModelTensors& model) {
   }
   shard_ = torch::zeros({shard_size}, options).set_requires_grad(true);
   shard_.mutable_grad() = torch::zeros({shard_size}, options);
+  if (by_layer) start_layers();
 }
 
 void ZeroStrategy::before_backward(bool sync) { buckets_->set_sync(sync); }
@@ -133,6 +188,7 @@ void ZeroStrategy::launch_ready_buckets() {
   std::size_t launched = 0;
   while (next_launch_ < buckets.size() && buckets[next_launch_].pending == 0) {
     const std::size_t index = next_launch_++;
+    if (gathered_) settle_before(index);
     last_launch_ = Clock::now();
     if (index == 0) first_launch_ = last_launch_;
     Shard& s = shards_[index];
@@ -151,11 +207,26 @@ void ZeroStrategy::launch_ready_buckets() {
   if (next_launch_ < buckets.size()) early_launches_ += launched;
 }
 
+// Stage 3, on launching bucket `index`: the .grad() of the buckets before it are in their
+// flat buffers (autograd stored them just after the hook that completed the bucket), and all
+// but the last one's reduce-scatters have had a bucket's backward to finish.
+void ZeroStrategy::settle_before(std::size_t index) {
+  for (; settled_ < index; ++settled_) {
+    for (std::size_t k : buckets_->buckets()[settled_].params)
+      buckets_->params()[k].mutable_grad() = torch::Tensor();
+    if (settled_ + 1 < index) {
+      shards_[settled_].work.wait();
+      buckets_->release(settled_);
+    }
+  }
+}
+
 void ZeroStrategy::before_optimizer_step() {
   torch::NoGradGuard no_grad;
   // 3. Parameters that got no gradient (launching them now is not overlapped).
   const auto backward_end = last_launch_;
-  missing_here_ = buckets_->complete_unused(options_.buckets.find_unused_parameters);
+  missing_here_ =
+      buckets_->complete_unused(options_.buckets.find_unused_parameters || gathered_ != nullptr);
   const auto wait_start = Clock::now();
   for (auto& s : shards_) s.work.wait();
   next_launch_ = 0;
@@ -181,6 +252,10 @@ void ZeroStrategy::before_optimizer_step() {
     buckets_->release(index);
   }
   buckets_->reset();
+  if (gathered_) {
+    gathered_->free_all();
+    settled_ = 0;
+  }
 }
 
 void ZeroStrategy::clip_gradients(double max_norm, const std::vector<torch::Tensor>&) {
@@ -203,11 +278,21 @@ void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
     if (!resharded_.empty()) load_resharded(optimizer);
   }
   shard_optimizer_->param_groups()[0].set_options(optimizer.param_groups()[0].options().clone());
-  load_shard_from_model();
+  if (!gathered_ || gathered_->whole()) load_shard_from_model();
   shard_optimizer_->step();
   stats_.optimizer_state_bytes = payload_bytes(optimizer_state_tensors(*shard_optimizer_));
-  // 5. Everyone's update, everywhere.
-  gather_parameters();
+  // 5. Everyone's update, everywhere (stage 3: layer by layer, when the next forward needs it).
+  if (!gathered_) gather_parameters();
+}
+
+void ZeroStrategy::gather_model() {
+  if (gathered_) gathered_->gather_all();
+}
+
+StrategyStats ZeroStrategy::stats() const {
+  StrategyStats out = stats_;
+  if (gathered_) out.bytes_sent += gathered_->bytes_sent();
+  return out;
 }
 
 void ZeroStrategy::load_resharded_state(const std::vector<std::string>& saved, int) {

@@ -1,6 +1,18 @@
-// ZeRO (Rajbhandari et al. 2020), stages 1 and 2: synchronous data parallelism in which each
-// rank keeps the optimizer state (stage 1), and also the averaged gradients (stage 2), of only
-// its 1/N of the parameters, and all-gathers the updated parameters after every step.
+// ZeRO (Rajbhandari et al. 2020), stages 1, 2 and 3: synchronous data parallelism in which each
+// rank keeps the optimizer state (stage 1), also the averaged gradients (stage 2), and also the
+// parameters between uses (stage 3) of only its 1/N of the parameters. Stages 1 and 2
+// all-gather the updated parameters after every step; stage 3 gathers each layer just before
+// its forward and its backward (zero_layers.h), and differs from stage 2 as follows:
+//  - buckets are the model's layers (nn::Model::layers(), last first), one per layer with
+//    trainable parameters, so that a layer's block of the shard is what its gather needs;
+//  - during backward, once a later bucket is launched, the earlier buckets' .grad() are
+//    released and their reduce-scatters waited for and their flat buffers freed, so that about
+//    two layers' gradients exist at a time (with train.accumulate, .grad() still accumulates
+//    whole gradients over the micro-steps that do not synchronise);
+//  - a parameter without a gradient sends zeros (as find_unused_parameters = true): the
+//    missing-gradient flag of stages 1 and 2 rides on the step's all-gather, which stage 3
+//    does not have;
+//  - after the update nothing is gathered: the next forward gathers layer by layer.
 //
 // The protocol, step by step:
 //  1. setup() starts every replica from rank 0's model (replicas.h) and cuts the parameters
@@ -50,18 +62,21 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/nn/model_registry.h"
 #include "distml/train/strategies/allreduce_strategy.h"
 #include "distml/train/strategies/gradient_buckets.h"
+#include "distml/train/strategies/zero_layers.h"
 #include "distml/train/strategy.h"
 
 namespace distml::train {
 
 struct ZeroStrategyOptions {
-  /// 1: shard the optimizer state; 2: shard the averaged gradients too.
+  /// 1: shard the optimizer state; 2: shard the averaged gradients too; 3: the parameters too.
   int stage = 1;
   /// Bucket caps, the all-reduce algorithm of stage 1, and find_unused_parameters: as for the
   /// all-reduce strategy.
@@ -73,6 +88,9 @@ class ZeroStrategy final : public Strategy {
   ZeroStrategy(comm::Communicator& comm, ZeroStrategyOptions options = {});
   ~ZeroStrategy() override;
 
+  /// Stage 3: runs the model's forward from now on (zero_layers.h); UsageError for a model
+  /// that is not a sequence of layers.
+  void attach(nn::Model& model) override;
   void setup(const nn::ModelTensors& model) override;
   void before_backward(bool sync) override;
   void before_optimizer_step() override;
@@ -82,15 +100,21 @@ class ZeroStrategy final : public Strategy {
   /// scales its shard.
   void clip_gradients(double max_norm, const std::vector<torch::Tensor>& parameters) override;
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
+  /// Stage 3: every layer gathered into the model (a no-op for stages 1 and 2).
+  void gather_model() override;
+  void reconcile(torch::optim::Optimizer&) override { gather_model(); }
   /// This rank's shard optimizer (its state: momentum, Adam moments and step counts).
   std::string save_state() override;
   void load_state(const std::string& state) override { saved_state_ = state; }
   /// Every old rank's shard optimizer, cut again into this world's blocks at the first step.
   void load_resharded_state(const std::vector<std::string>& saved, int rank) override;
-  StrategyStats stats() const override { return stats_; }
+  StrategyStats stats() const override;
 
  private:
   struct Shard;
+  BucketPlan layer_plan(const TrainableParameters& trainable);
+  void start_layers();
+  void settle_before(std::size_t bucket);
   void launch_ready_buckets();
   void load_shard_from_model();
   void gather_parameters();
@@ -103,6 +127,11 @@ class ZeroStrategy final : public Strategy {
   std::vector<Shard> shards_;  // per bucket
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
   std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
+  std::optional<nn::Model> model_;                 // stage 3: the model whose forward it runs
+  std::vector<nn::Layer> layers_;                  // ... and its layers, until setup()
+  std::vector<int> unit_of_layer_;                 // ... each one's bucket (-1: none)
+  std::unique_ptr<ZeroLayers> gathered_;           // ... which gathers them
+  std::size_t settled_ = 0;  // stage 3: buckets whose gradients are released this step
   std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
   std::vector<std::string> resharded_;  // ... or every rank's, from a checkpoint of more ranks
   std::string missing_here_;            // a parameter without gradient on this rank this step

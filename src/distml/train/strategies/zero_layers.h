@@ -1,0 +1,93 @@
+// ZeRO stage 3's parameters (Rajbhandari et al. 2020, P_os+g+p; FSDP's "full shard"): between
+// uses each layer's parameters exist only as every rank's 1/N block of them (the strategy's
+// shard), and the whole layer is all-gathered just before its forward and again before its
+// backward, then freed.
+//
+// How, without module hooks (LibTorch 1.13 has no forward pre-hooks):
+//  - The model's forward is run here, layer by layer (nn::Model::run_forward_with). Before layer
+//    i runs, its parameters are gathered (the all-gather started while layer i - 1 ran is
+//    waited for) and layer i + 1's gather starts: prefetching overlaps communication with
+//    compute. After it ran, its parameters are freed, except the last layer's in training:
+//    backward needs it first.
+//  - Each layer's trainable parameters are views of one flat tensor laid out like its gradient
+//    bucket (N equal blocks; rank r owns block r). Freeing empties that tensor's storage in
+//    place (FSDP does the same), so that what autograd saved for backward (the parameters and
+//    views of them, such as a Linear's transposed weight) keeps pointing at the same storage,
+//    which the gather before backward fills again. Gathers write the storage's memory directly:
+//    no version counter moves, so autograd sees an unmodified tensor.
+//  - The layer's output passes through an identity autograd function whose backward runs just
+//    before the layer's own backward: it gathers the layer and starts the gather of the layer
+//    below. A gradient hook on each parameter counts the layer's gradients; the last one
+//    frees the layer again.
+// After gather_all() the model is whole, and stays whole through forwards without gradients
+// (evaluations): a checkpoint or the end of the run reads it after them. The next forward with
+// gradients starts from it (the trainer may have written it, from a checkpoint): the shard is
+// loaded from the model first, and the layers are freed as they run.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "distml/comm/communicator.h"
+#include "distml/nn/layers.h"
+
+namespace distml::train {
+
+class ZeroLayers {
+ public:
+  /// One layer's trainable parameters: where its gradient bucket's layout puts them.
+  struct Unit {
+    std::vector<torch::Tensor> params;  // in bucket order
+    std::vector<std::int64_t> offsets;  // of each in the flat layout
+    std::int64_t elements = 0;          // N blocks, padding included
+    std::int64_t shard_offset = 0;      // this rank's block in the shard
+  };
+
+  /// `unit_of_layer[i]`: index in `units` of layer i's parameters, -1 for a layer without
+  /// trainable ones. `shard`: this rank's block of every unit, at each unit's shard_offset.
+  /// `load_shard`: copies the model's parameters into the shard (while whole). The parameters
+  /// become views of one flat tensor per unit, with their current values.
+  ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
+             std::vector<int> unit_of_layer, std::vector<Unit> units, torch::Tensor shard,
+             std::function<void()> load_shard);
+  ~ZeroLayers();
+  ZeroLayers(const ZeroLayers&) = delete;
+  ZeroLayers& operator=(const ZeroLayers&) = delete;
+
+  /// The model's forward, gathering and freeing each layer around its use.
+  torch::Tensor forward(torch::Tensor x);
+  /// Collective: every layer gathered; the model is whole until the next forward.
+  void gather_all();
+  /// Frees every gathered layer (those whose gradients did not all arrive).
+  void free_all();
+  bool whole() const { return whole_; }
+  /// Payload bytes this rank has handed to all-gathers.
+  std::size_t bytes_sent() const { return bytes_sent_; }
+
+  /// Backward is about to reach layer `unit`'s own operations (called by its identity).
+  void before_backward_of(std::size_t unit);
+
+ private:
+  struct State;
+  void start_gather(std::size_t unit);
+  void gather(std::size_t unit);
+  void free(std::size_t unit);
+  int unit_before(std::size_t layer) const;  // the nearest earlier layer's unit, or -1
+  int unit_after(std::size_t layer) const;   // the nearest later layer's unit, or -1
+
+  comm::Communicator& comm_;
+  std::vector<nn::Layer> layers_;
+  std::vector<int> unit_of_layer_;
+  std::vector<int> layer_of_unit_;
+  std::vector<Unit> units_;
+  std::vector<State> state_;
+  torch::Tensor shard_;
+  std::function<void()> load_shard_;
+  bool whole_ = true;
+  std::size_t bytes_sent_ = 0;
+};
+
+}  // namespace distml::train
