@@ -268,8 +268,15 @@ TEST(Config, PrecisionIsBf16OnFloat32) {
 TEST(Config, StrategyKeysHaveTheirRanges) {
   EXPECT_EQ(config_error("[strategy]\nperiod = 0\n"),
             "x.toml: key 'strategy.period' must be an integer >= 1, got 0");
-  EXPECT_EQ(config_error("[strategy]\nstage = 3\n"),
-            "x.toml: strategy.stage: expected 1 or 2 (ZeRO stages), got 3");
+  EXPECT_EQ(config_error("[strategy]\nstage = 4\n"),
+            "x.toml: strategy.stage: expected 1, 2 or 3 (ZeRO stages), got 4");
+  // Stage 3 runs the model layer by layer: not a split model, not a forward(x, y) loss.
+  EXPECT_TRUE(contains(
+      config_error("[strategy]\nname = \"zero\"\nstage = 3\n[parallel]\npipeline_stages = 2\n"),
+      "x.toml: strategy.stage = 3 shards the parameters of whole replicas"));
+  EXPECT_TRUE(contains(config_error("[strategy]\nname = \"zero\"\nstage = 3\n[train]\nloss = "
+                                    "\"model\"\n[model]\nname = \"torchscript\"\n"),
+                       "train.loss = \"model\""));
   EXPECT_TRUE(contains(config_error("[strategy]\nalpha = 1.5\n"), "in [0, 1]"));
   EXPECT_TRUE(contains(config_error("[train]\nslow_factor = 0.5\n"), ">= 1"));
 }

@@ -8,9 +8,9 @@ namespace distml::train::conformance {
 
 const std::vector<Strategy>& strategies() {
   static const std::vector<Strategy> all = {
-      Strategy::allreduce,    Strategy::zero1,        Strategy::zero2,          Strategy::ps,
-      Strategy::local_sgd_h1, Strategy::local_sgd_h2, Strategy::post_local_sgd, Strategy::easgd,
-      Strategy::gossip,       Strategy::hybrid};
+      Strategy::allreduce, Strategy::zero1,        Strategy::zero2,        Strategy::zero3,
+      Strategy::ps,        Strategy::local_sgd_h1, Strategy::local_sgd_h2, Strategy::post_local_sgd,
+      Strategy::easgd,     Strategy::gossip,       Strategy::hybrid};
   return all;
 }
 
@@ -44,6 +44,7 @@ std::string name(Strategy s) {
     case Strategy::allreduce: return "allreduce";
     case Strategy::zero1: return "zero 1";
     case Strategy::zero2: return "zero 2";
+    case Strategy::zero3: return "zero 3";
     case Strategy::ps: return "ps bsp";
     case Strategy::local_sgd_h1: return "local_sgd H=1";
     case Strategy::local_sgd_h2: return "local_sgd H=2";
@@ -127,8 +128,11 @@ std::vector<std::string> overrides(const Cell& c, int steps) {
     case Strategy::allreduce: o.push_back("strategy.name=allreduce"); break;
     case Strategy::zero1:
     case Strategy::zero2:
-      o.insert(o.end(), {"strategy.name=zero", std::string("strategy.stage=") +
-                                                   (c.strategy == Strategy::zero1 ? "1" : "2")});
+    case Strategy::zero3:
+      o.insert(o.end(), {"strategy.name=zero",
+                         std::string("strategy.stage=") + (c.strategy == Strategy::zero1   ? "1"
+                                                           : c.strategy == Strategy::zero2 ? "2"
+                                                                                           : "3")});
       break;
     case Strategy::ps: o.insert(o.end(), {"strategy.name=ps", "strategy.mode=bsp"}); break;
     case Strategy::local_sgd_h1:
@@ -203,6 +207,7 @@ std::string refused_key(const Cell& c) {
   const bool split = c.split != Split::none;
   const Strategy s = c.strategy;
   // What a config alone rules out (train/config.cc), in the order it is checked.
+  if (split && s == Strategy::zero3) return "strategy.stage";
   if (c.split == Split::pipedream && s != Strategy::allreduce) return "parallel.schedule";
   if (split && (s == Strategy::ps || s == Strategy::hybrid)) return "strategy.name";
   if (split && c.extra == Extra::accumulate) return "train.accumulate";

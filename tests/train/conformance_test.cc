@@ -204,6 +204,7 @@ void walk(Strategy strategy) {
 TEST(ConformanceAllreduce, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::allreduce); }
 TEST(ConformanceZero1, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::zero1); }
 TEST(ConformanceZero2, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::zero2); }
+TEST(ConformanceZero3, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::zero3); }
 TEST(ConformancePs, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::ps); }
 TEST(ConformanceLocalSgdH1, EveryCellIsRefusedOrEqualsItsReference) {
   walk(Strategy::local_sgd_h1);

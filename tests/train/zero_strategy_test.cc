@@ -298,8 +298,8 @@ TEST(ZeroStrategy, ResumedOnAnotherNumberOfRanksGoesOnAsAllreduceDoes) {
     });
   };
   // Growing is checked with Adam, whose moments and step count are the most state to re-cut.
-  for (const auto& [before, after, optim] : {std::tuple{3, 2, "sgd"}, std::tuple{3, 2, "adam"},
-                                             std::tuple{2, 3, "adam"}}) {
+  for (const auto& [before, after, optim] :
+       {std::tuple{3, 2, "sgd"}, std::tuple{3, 2, "adam"}, std::tuple{2, 3, "adam"}}) {
     const auto config = config_for("mlp", optim, batch, 2 * k);
     const auto name = cat(optim, "_", before, "to", after);
     const auto reference = resized(config, dir.file(name + "_allreduce"), before, after);
@@ -309,8 +309,8 @@ TEST(ZeroStrategy, ResumedOnAnotherNumberOfRanksGoesOnAsAllreduceDoes) {
       for (int r = 0; r < after; ++r) {
         EXPECT_EQ(zero[r].result.global_step, 2 * k);
         EXPECT_LE(trajectory_difference(zero[r], reference[r]), trajectory_tolerance(2 * k))
-            << optim << " " << before << " -> " << after << " ranks, stage " << stage
-            << " rank " << r;
+            << optim << " " << before << " -> " << after << " ranks, stage " << stage << " rank "
+            << r;
       }
     }
   }
@@ -368,9 +368,8 @@ TEST(ZeroStrategy, Stage3HoldsAtMostThreeLayersAtOnceAndNoneBetweenSteps) {
     std::size_t most = 0;
     std::vector<unsigned> hooks;
     for (auto& p : params)
-      hooks.push_back(p.register_hook([&](const torch::Tensor&) {
-        most = std::max(most, whole_layers());
-      }));
+      hooks.push_back(
+          p.register_hook([&](const torch::Tensor&) { most = std::max(most, whole_layers()); }));
     for (int step = 0; step < steps; ++step) {
       optimizer.zero_grad();
       strategy.before_backward(true);

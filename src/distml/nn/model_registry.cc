@@ -230,16 +230,17 @@ std::string chain_differs_from_forward(const torch::jit::Module& module, torch::
 void Model::check_layers_are_forward(const torch::Tensor& probe) const {
   if (!script_) return;
   const char* fix =
-      ": a pipeline stage runs the module's top-level children in order, so forward must do "
+      ": pipeline stages and ZeRO stage 3 run the module's top-level children in order, so "
+      "forward must do "
       "nothing else (an nn.Sequential; write activations and reshapes as child modules, such as "
       "nn.ReLU() and nn.Flatten())";
   if (const auto outside = tensors_outside_children(*script_); !outside.empty())
-    throw ConfigError(cat("the TorchScript model cannot be cut into pipeline stages: ", outside,
+    throw ConfigError(cat("the TorchScript model cannot be run layer by layer: ", outside,
                           " belong", outside.find(',') == std::string::npos ? "s" : "",
-                          " to no child module, so no stage would train ",
+                          " to no child module, so no layer would train ",
                           outside.find(',') == std::string::npos ? "it" : "them", fix));
   if (const auto why = chain_differs_from_forward(*script_, probe); !why.empty())
-    throw ConfigError(cat("the TorchScript model cannot be cut into pipeline stages: ", why, fix));
+    throw ConfigError(cat("the TorchScript model cannot be run layer by layer: ", why, fix));
 }
 
 void Model::save_script(std::ostream& out) const {

@@ -48,6 +48,11 @@ std::unique_ptr<train::Strategy> strategy_for(const train::StrategyConfig& strat
   config.strategy = strategy;
   if (strategy.name == "ps" || strategy.name == "hybrid")
     config.optim = options_of(optimizer, strategy.name);
+  if (strategy.name == "zero" && strategy.stage == 3)
+    throw ConfigError(
+        "DataParallel with strategy zero stage 3: stage 3 runs the model's forward layer by layer "
+        "to gather each layer's parameters, which a loop of one's own does not hand over; use "
+        "stage 1 or 2, or distml train");
   return train::make_strategy(config, comm);
 }
 

@@ -90,9 +90,8 @@ void check_layers_make_the_model(const TrainConfig& c, const std::optional<pipel
     model.check_layers_are_forward(
         Objective(c, data, model).model_input(rows_of(data.train, 0, rows)));
   } catch (const ConfigError& e) {
-    throw ConfigError(cat(c.origin(key), ": ", key, " = ",
-                          staged ? grid->stages : c.strategy.stage, " with model.path = ",
-                          c.model.path, ": ", e.what()));
+    throw ConfigError(cat(c.origin(key), ": ", key, " = ", staged ? grid->stages : c.strategy.stage,
+                          " with model.path = ", c.model.path, ": ", e.what()));
   }
 }
 

@@ -1,6 +1,7 @@
 #include "distml/train/strategies/zero_layers.h"
 
 #include <c10/core/StorageImpl.h>
+#include <sys/mman.h>
 
 #include <cstdint>
 #include <utility>
@@ -24,15 +25,38 @@ struct BeforeBackward : torch::autograd::Function<BeforeBackward> {
     return x.view_as(x);
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
-    auto* owner = reinterpret_cast<ZeroLayers*>(
-        static_cast<std::intptr_t>(ctx->saved_data["owner"].toInt()));
+    auto* owner =
+        reinterpret_cast<ZeroLayers*>(static_cast<std::intptr_t>(ctx->saved_data["owner"].toInt()));
     owner->before_backward_of(static_cast<std::size_t>(ctx->saved_data["unit"].toInt()));
     return {grads[0], torch::Tensor(), torch::Tensor()};
   }
 };
 
-c10::StorageImpl& storage_of(const torch::Tensor& t) {
-  return *t.storage().unsafeGetStorageImpl();
+c10::StorageImpl& storage_of(const torch::Tensor& t) { return *t.storage().unsafeGetStorageImpl(); }
+
+// A gathered layer's memory, mapped on its own so that freeing it returns it to the system at
+// once. From malloc, a layer under its mmap threshold (32 MiB, core/allocator.h) would go back
+// to the heap, where the next allocations of other sizes fragment it: measured on a 16-layer
+// MLP of 2048 wide (17 MB a layer), 1.9-2.0 GB resident between steps instead of 0.9.
+// MAP_POPULATE faults the pages in with the mapping, in one call rather than one fault a page.
+struct Mapping {
+  void* base;
+  std::size_t bytes;
+};
+
+void unmap(void* context) {
+  auto* m = static_cast<Mapping*>(context);
+  munmap(m->base, m->bytes);
+  delete m;
+}
+
+at::DataPtr mapped(std::size_t bytes, c10::Device device) {
+  if (bytes == 0) return at::DataPtr(nullptr, device);
+  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+  if (base == MAP_FAILED)
+    throw Error(cat("zero stage 3: cannot map ", bytes, " bytes for a layer's parameters"));
+  return at::DataPtr(base, new Mapping{base, bytes}, &unmap, device);
 }
 
 }  // namespace
@@ -46,8 +70,8 @@ struct ZeroLayers::State {
 };
 
 ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
-                       std::vector<int> unit_of_layer, std::vector<Unit> units,
-                       torch::Tensor shard, std::function<void()> load_shard)
+                       std::vector<int> unit_of_layer, std::vector<Unit> units, torch::Tensor shard,
+                       std::function<void()> load_shard)
     : comm_(comm),
       layers_(std::move(layers)),
       unit_of_layer_(std::move(unit_of_layer)),
@@ -63,7 +87,9 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
     DML_CHECK(layer_of_unit_[u] >= 0, "every unit of parameters belongs to a layer");
     const Unit& unit = units_[u];
     State& s = state_[u];
-    s.flat = torch::zeros({unit.elements}, unit.params.at(0).options().requires_grad(false));
+    s.flat = torch::empty({unit.elements}, unit.params.at(0).options().requires_grad(false));
+    storage_of(s.flat).set_data_ptr_noswap(  // zeros, in a mapping of its own (see mapped())
+        mapped(s.flat.numel() * s.flat.element_size(), s.flat.device()));
     for (std::size_t k = 0; k < unit.params.size(); ++k) {
       torch::Tensor p = unit.params[k];
       auto view = s.flat.narrow(0, unit.offsets[k], p.numel()).view(p.sizes());
@@ -79,7 +105,7 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
 ZeroLayers::~ZeroLayers() {
   for (std::size_t u = 0; u < units_.size(); ++u) {
     try {
-      state_[u].gathering.wait();  // its memory is the collective's until then
+      state_[u].gathering.wait();      // its memory is the collective's until then
     } catch (const std::exception&) {  // already reported by whoever saw it first
     }
     for (std::size_t k = 0; k < state_[u].hooks.size(); ++k)
@@ -92,12 +118,12 @@ void ZeroLayers::start_gather(std::size_t u) {
   if (s.present || s.in_flight) return;
   auto& storage = storage_of(s.flat);
   const std::size_t bytes = static_cast<std::size_t>(s.flat.numel()) * s.flat.element_size();
-  storage.set_data_ptr_noswap(storage.allocator()->allocate(bytes));
+  storage.set_data_ptr_noswap(mapped(bytes, s.flat.device()));
   storage.set_nbytes(bytes);
   const Unit& unit = units_[u];
   const std::int64_t block = unit.elements / comm_.size();
-  s.gathering = comm_.iallgather(buffer_of(shard_.narrow(0, unit.shard_offset, block)),
-                                 buffer_of(s.flat));
+  s.gathering =
+      comm_.iallgather(buffer_of(shard_.narrow(0, unit.shard_offset, block)), buffer_of(s.flat));
   s.in_flight = true;
   bytes_sent_ += static_cast<std::size_t>(block) * shard_.element_size();
 }

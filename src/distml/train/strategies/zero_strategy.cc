@@ -1,5 +1,7 @@
 #include "distml/train/strategies/zero_strategy.h"
 
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -143,10 +145,11 @@ void ZeroStrategy::start_layers() {
     for (std::size_t k : buckets[index].params) unit.params.push_back(buckets_->params()[k]);
     units.push_back(std::move(unit));
   }
-  gathered_ = std::make_unique<ZeroLayers>(comm_, std::move(layers_), std::move(unit_of_layer_),
-                                           std::move(units), shard_,
-                                           [this] { load_shard_from_model(); });
+  gathered_ =
+      std::make_unique<ZeroLayers>(comm_, std::move(layers_), std::move(unit_of_layer_),
+                                   std::move(units), shard_, [this] { load_shard_from_model(); });
   model_->run_forward_with([this](const torch::Tensor& x) { return gathered_->forward(x); });
+  malloc_trim(0);  // the parameters' first storage, freed, goes back to the system
 }
 
 void ZeroStrategy::setup(const nn::ModelTensors& model) {
@@ -216,6 +219,7 @@ void ZeroStrategy::settle_before(std::size_t index) {
       buckets_->params()[k].mutable_grad() = torch::Tensor();
     if (settled_ + 1 < index) {
       shards_[settled_].work.wait();
+      shards_[settled_].work = comm::Work();  // an engine may hold a copy of the bucket until then
       buckets_->release(settled_);
     }
   }
@@ -283,6 +287,9 @@ void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   stats_.optimizer_state_bytes = payload_bytes(optimizer_state_tensors(*shard_optimizer_));
   // 5. Everyone's update, everywhere (stage 3: layer by layer, when the next forward needs it).
   if (!gathered_) gather_parameters();
+  // Stage 3: what the step freed (gradients, buckets, the optimizer's temporaries) goes back
+  // to the system, not kept for the next step: the point of stage 3 is memory.
+  if (gathered_) malloc_trim(0);
 }
 
 void ZeroStrategy::gather_model() {

@@ -127,11 +127,11 @@ class ZeroStrategy final : public Strategy {
   std::vector<Shard> shards_;  // per bucket
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
   std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
-  std::optional<nn::Model> model_;                 // stage 3: the model whose forward it runs
-  std::vector<nn::Layer> layers_;                  // ... and its layers, until setup()
-  std::vector<int> unit_of_layer_;                 // ... each one's bucket (-1: none)
-  std::unique_ptr<ZeroLayers> gathered_;           // ... which gathers them
-  std::size_t settled_ = 0;  // stage 3: buckets whose gradients are released this step
+  std::optional<nn::Model> model_;        // stage 3: the model whose forward it runs
+  std::vector<nn::Layer> layers_;         // ... and its layers, until setup()
+  std::vector<int> unit_of_layer_;        // ... each one's bucket (-1: none)
+  std::unique_ptr<ZeroLayers> gathered_;  // ... which gathers them
+  std::size_t settled_ = 0;               // stage 3: buckets whose gradients are released this step
   std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
   std::vector<std::string> resharded_;  // ... or every rank's, from a checkpoint of more ranks
   std::string missing_here_;            // a parameter without gradient on this rank this step
