@@ -137,6 +137,10 @@ Predictor predictor(const train::TrainConfig& c, const sim::Profile& profile,
         cat("distml simulate: pipelines are simulated with strategy \"allreduce\" "
             "only, not \"",
             c.strategy.name, "\""));
+  if (c.strategy.name == "zero" && c.strategy.stage == 3)
+    throw ConfigError(cat(c.origin("strategy.stage"),
+                          ": distml simulate replays ZeRO stages 1 and 2; stage 3's gathers, "
+                          "layer by layer around forward and backward, are not simulated yet"));
   if (c.strategy.name == "allreduce" || c.strategy.name == "zero") {
     // ZeRO's buckets are the all-reduce strategy's (zero_strategy.h).
     const auto run = train::allreduce_options(c.strategy);

@@ -287,9 +287,12 @@ void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   stats_.optimizer_state_bytes = payload_bytes(optimizer_state_tensors(*shard_optimizer_));
   // 5. Everyone's update, everywhere (stage 3: layer by layer, when the next forward needs it).
   if (!gathered_) gather_parameters();
-  // Stage 3: what the step freed (gradients, buckets, the optimizer's temporaries) goes back
-  // to the system, not kept for the next step: the point of stage 3 is memory.
-  if (gathered_) malloc_trim(0);
+  // Stage 3, after its first step: what setup and the first step left free (the model's first
+  // storage, the whole layers the first forward started from) goes back to the system. Later
+  // steps free and allocate the same blocks, which the heap reuses; trimming after each would
+  // make every step fault its pages in again (LeNet-5 at a tenth of the speed).
+  if (gathered_ && !trimmed_) malloc_trim(0);
+  trimmed_ = true;
 }
 
 void ZeroStrategy::gather_model() {

@@ -132,6 +132,7 @@ class ZeroStrategy final : public Strategy {
   std::vector<int> unit_of_layer_;        // ... each one's bucket (-1: none)
   std::unique_ptr<ZeroLayers> gathered_;  // ... which gathers them
   std::size_t settled_ = 0;               // stage 3: buckets whose gradients are released this step
+  bool trimmed_ = false;                  // stage 3: the memory freed by its first step given back
   std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
   std::vector<std::string> resharded_;  // ... or every rank's, from a checkpoint of more ranks
   std::string missing_here_;            // a parameter without gradient on this rank this step
