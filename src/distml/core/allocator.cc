@@ -22,4 +22,10 @@ void keep_freed_memory_for_reuse() {
 #endif
 }
 
+void give_freed_memory_back() {
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
+}
+
 }  // namespace distml

@@ -15,4 +15,9 @@ namespace distml {
 /// not glibc. Call it once, early: main, or when the Python module loads.
 void keep_freed_memory_for_reuse();
 
+/// Gives the heap's free memory back to the system now (malloc_trim; nothing where the C
+/// library is not glibc): for one-off moments after which the process holds much less than
+/// before (ZeRO stage 3 once its parameters are sharded), not for every step.
+void give_freed_memory_back();
+
 }  // namespace distml

@@ -85,7 +85,8 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
       load_shard_(std::move(load_shard)) {
   layer_of_unit_.assign(units_.size(), -1);
   for (std::size_t l = 0; l < unit_of_layer_.size(); ++l)
-    if (unit_of_layer_[l] >= 0) layer_of_unit_[static_cast<std::size_t>(unit_of_layer_[l])] = l;
+    if (unit_of_layer_[l] >= 0)
+      layer_of_unit_[static_cast<std::size_t>(unit_of_layer_[l])] = static_cast<int>(l);
   torch::NoGradGuard no_grad;
   for (std::size_t u = 0; u < units_.size(); ++u) {
     DML_CHECK(layer_of_unit_[u] >= 0, "every unit of parameters belongs to a layer");

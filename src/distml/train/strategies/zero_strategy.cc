@@ -1,12 +1,11 @@
 #include "distml/train/strategies/zero_strategy.h"
 
-#include <malloc.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
 
+#include "distml/core/allocator.h"
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/train/bucket_planner.h"
@@ -149,7 +148,7 @@ void ZeroStrategy::start_layers() {
       std::make_unique<ZeroLayers>(comm_, std::move(layers_), std::move(unit_of_layer_),
                                    std::move(units), shard_, [this] { load_shard_from_model(); });
   model_->run_forward_with([this](const torch::Tensor& x) { return gathered_->forward(x); });
-  malloc_trim(0);  // the parameters' first storage, freed, goes back to the system
+  give_freed_memory_back();  // the parameters' first storage, freed
 }
 
 void ZeroStrategy::setup(const nn::ModelTensors& model) {
@@ -219,7 +218,7 @@ void ZeroStrategy::settle_before(std::size_t index) {
       buckets_->params()[k].mutable_grad() = torch::Tensor();
     if (settled_ + 1 < index) {
       shards_[settled_].work.wait();
-      shards_[settled_].work = comm::Work();  // an engine may hold a copy of the bucket until then
+      shards_[settled_].work = comm::Work();  // an engine may hold a copy of the bucket
       buckets_->release(settled_);
     }
   }
@@ -291,7 +290,7 @@ void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   // storage, the whole layers the first forward started from) goes back to the system. Later
   // steps free and allocate the same blocks, which the heap reuses; trimming after each would
   // make every step fault its pages in again (LeNet-5 at a tenth of the speed).
-  if (gathered_ && !trimmed_) malloc_trim(0);
+  if (gathered_ && !trimmed_) give_freed_memory_back();
   trimmed_ = true;
 }
 

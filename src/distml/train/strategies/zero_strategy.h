@@ -13,8 +13,8 @@
 //    missing-gradient flag of stages 1 and 2 rides on the step's all-gather, which stage 3
 //    does not have;
 //  - after the update nothing is gathered: the next forward gathers layer by layer;
-//  - setup and the first step end with malloc_trim: the memory they freed (the parameters'
-//    first storage, the whole layers the first forward started from) returns to the system.
+//  - setup and the first step end by giving the memory they freed (the parameters' first
+//    storage, the whole layers the first forward started from) back to the system.
 //
 // The protocol, step by step:
 //  1. setup() starts every replica from rank 0's model (replicas.h) and cuts the parameters
