@@ -61,15 +61,14 @@ inline bool owned_by(const std::string& name, const std::vector<std::string>& mo
 /// The tensors of `all` that belong to one of `modules`, in order.
 inline ModelTensors select_modules(const ModelTensors& all,
                                    const std::vector<std::string>& modules) {
-  auto owned = [&](const std::string& name) { return owned_by(name, modules); };
   ModelTensors out;
   for (std::size_t i = 0; i < all.parameters.size(); ++i)
-    if (owned(all.parameter_names[i])) {
+    if (owned_by(all.parameter_names[i], modules)) {
       out.parameter_names.push_back(all.parameter_names[i]);
       out.parameters.push_back(all.parameters[i]);
     }
   for (std::size_t i = 0; i < all.buffers.size(); ++i)
-    if (owned(all.buffer_names[i])) {
+    if (owned_by(all.buffer_names[i], modules)) {
       out.buffer_names.push_back(all.buffer_names[i]);
       out.buffers.push_back(all.buffers[i]);
     }
