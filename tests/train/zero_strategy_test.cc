@@ -348,6 +348,9 @@ TEST(ZeroStrategy, ClippingByGlobalNormEqualsAllreduceAndOneRank) {
 // trainer drives it: between steps no layer is whole; during backward, the layer that runs and
 // the one prefetched below it (and, while the first gradients arrive, the last layer, which
 // forward kept) at most.
+// Three layers' parameters: the one whose backward runs, the one below it being gathered, and
+// the last one kept from the forward. Three gradient buffers: the one filling, the one reducing
+// and the one before it finishing (settle_before in zero_strategy.cc).
 TEST(ZeroStrategy, Stage3HoldsAtMostThreeLayersAtOnceAndNoneBetweenSteps) {
   const int world = 3, layers = 8, steps = 3;
   std::vector<std::int64_t> widths(layers + 1, 8);
@@ -365,11 +368,13 @@ TEST(ZeroStrategy, Stage3HoldsAtMostThreeLayersAtOnceAndNoneBetweenSteps) {
       for (const auto& p : params) whole += p.storage().nbytes() > 0;
       return whole / 2;
     };
-    std::size_t most = 0;
+    std::size_t most = 0, most_buffers = 0;
     std::vector<unsigned> hooks;
     for (auto& p : params)
-      hooks.push_back(
-          p.register_hook([&](const torch::Tensor&) { most = std::max(most, whole_layers()); }));
+      hooks.push_back(p.register_hook([&](const torch::Tensor&) {
+        most = std::max(most, whole_layers());
+        most_buffers = std::max(most_buffers, strategy.gradient_buffers_held());
+      }));
     for (int step = 0; step < steps; ++step) {
       optimizer.zero_grad();
       strategy.before_backward(true);
@@ -382,9 +387,27 @@ TEST(ZeroStrategy, Stage3HoldsAtMostThreeLayersAtOnceAndNoneBetweenSteps) {
     for (std::size_t k = 0; k < params.size(); ++k) params[k].remove_hook(hooks[k]);
     EXPECT_LE(most, 3u) << "rank " << comm.rank();
     EXPECT_GE(most, 1u) << "rank " << comm.rank() << ": a layer runs its backward whole";
+    EXPECT_LE(most_buffers, 3u) << "rank " << comm.rank();
+    EXPECT_EQ(strategy.gradient_buffers_held(), 0u) << "rank " << comm.rank();
+    {  // an evaluation gathers and frees layer by layer too
+      torch::NoGradGuard no_grad;
+      model.forward(torch::randn({4, 8}, torch::kFloat64));
+    }
+    EXPECT_EQ(whole_layers(), 0u) << "rank " << comm.rank() << " after an evaluation";
+    // The checksum the trainer reports, read one layer at a time, is the whole model's.
+    Fnv1a in_turn;
+    std::size_t most_reading = 0;
+    strategy.read_parameters_in_turn(params, [&](std::size_t i) {
+      most_reading = std::max(most_reading, whole_layers());
+      mix_into(in_turn, params[i]);
+    });
+    EXPECT_LE(most_reading, 1u) << "rank " << comm.rank();
     strategy.gather_model();  // whole again, and the same on every rank
     EXPECT_EQ(whole_layers(), static_cast<std::size_t>(layers));
     check_replicas_agree(model.tensors(), comm);
+    Fnv1a whole;
+    for (const auto& p : params) mix_into(whole, p);
+    EXPECT_EQ(in_turn.value(), whole.value()) << "rank " << comm.rank();
   });
 }
 

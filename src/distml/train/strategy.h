@@ -15,8 +15,10 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "distml/comm/communicator.h"
 #include "distml/core/timeline.h"
@@ -99,6 +101,17 @@ class Strategy {
   /// outside a step. A no-op where they always are; ZeRO stage 3 holds them in shards between
   /// steps.
   virtual void gather_model() {}
+  /// True where the model's parameters hold no values between steps (ZeRO stage 3): the
+  /// trainer reads them only after gather_model() or through read_parameters_in_turn(), and an
+  /// evaluation (whose forward gathers each layer as it runs) leaves them as they were.
+  virtual bool shards_parameters() const { return false; }
+  /// Collective: read(i) for each of `parameters` (the model's, in order), each while its
+  /// values are in the model. ZeRO stage 3 gathers a layer for its parameters and frees it
+  /// after: the whole model is never held at once.
+  virtual void read_parameters_in_turn(const std::vector<torch::Tensor>& parameters,
+                                       const std::function<void(std::size_t)>& read) {
+    for (std::size_t i = 0; i < parameters.size(); ++i) read(i);
+  }
   /// Collective, before a mid-run evaluation: reconcile() for a moment. The trainer puts every
   /// replica's own parameters, buffers and optimizer state back afterwards, so the strategy
   /// must leave what its next average starts from (local SGD's anchor) as it was: how often a

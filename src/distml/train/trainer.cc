@@ -279,14 +279,26 @@ struct Trainer::State {
     return objective.metrics(sums);
   }
 
+  // Collective: checksum(model.tensors()) (replicas.h), each parameter read while the strategy
+  // holds its values, so that ZeRO stage 3 need not hold the whole model.
+  std::uint64_t checksum_in_turn() {
+    const auto tensors = model.tensors();
+    Fnv1a h;
+    strategy->read_parameters_in_turn(tensors.parameters,
+                                      [&](std::size_t i) { mix_into(h, tensors.parameters[i]); });
+    for (const auto& b : tensors.buffers) mix_into(h, b);
+    return h.value();
+  }
+
   // A mid-run evaluation: consolidating installs the consensus model (and averages the
   // optimizer state and BatchNorm statistics) on every replica; each replica gets its own
-  // back afterwards, so how often a run evaluates does not change its trajectory.
+  // back afterwards, so how often a run evaluates does not change its trajectory. Sharded
+  // parameters (ZeRO stage 3) hold no values to keep, and the evaluation leaves them.
   EvalMetrics evaluate_without_changing_training() {
-    strategy->gather_model();
     std::vector<torch::Tensor> own, saved;
     for (const auto& tensors : {model.tensors(), trained_tensors()}) {
-      own.insert(own.end(), tensors.parameters.begin(), tensors.parameters.end());
+      if (!strategy->shards_parameters())
+        own.insert(own.end(), tensors.parameters.begin(), tensors.parameters.end());
       own.insert(own.end(), tensors.buffers.begin(), tensors.buffers.end());
     }
     const auto state = optimizer_state_tensors(*optimizer);
@@ -324,6 +336,7 @@ struct Trainer::State {
   // With stages rank 0 gathers the whole model for it, and frees the others' stages after.
   void save_checkpoint(const data::SamplerPosition& position) {
     consolidate();
+    strategy->gather_model();
     if (part) pipeline::gather_on_rank0(*part, *grid);
     const auto ranks =
         gather_rank_states({stage ? stage->random_state() : generator_state(),
@@ -349,6 +362,7 @@ struct Trainer::State {
   data::SamplerPosition restore(const std::string& dir, ResumePoint& from, WorldChange change,
                                 const std::string& written_by) {
     if (part) pipeline::hold_other_stages(*part);
+    strategy->gather_model();  // written below
     auto& ranks = checkpointing();
     const auto read = read_newest_on_rank0(dir, ranks, written_by);
     from.path = read.path;
@@ -594,7 +608,7 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     pipeline::gather_on_rank0(*s.part, *s.grid);
     result.param_checksum = checksum(s.model.tensors());
   } else {
-    result.param_checksum = check_replicas_agree(s.model.tensors(), s.comm);
+    result.param_checksum = check_replicas_agree(s.checksum_in_turn(), s.comm);
   }
   s.strategy->finish();
   result.strategy_report = s.strategy->report();

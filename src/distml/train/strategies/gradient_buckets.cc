@@ -1,6 +1,7 @@
 #include "distml/train/strategies/gradient_buckets.h"
 
 #include "distml/core/error.h"
+#include "distml/train/mapped_memory.h"
 
 namespace distml::train {
 namespace {
@@ -50,7 +51,7 @@ torch::Tensor& GradientBuckets::flat(std::size_t index) {
   if (!b.flat.defined()) {
     const auto& last = params_.tensors[b.params.back()];
     const std::int64_t used = b.offsets.back() + last.numel();
-    b.flat = torch::empty({b.elements}, last.options().requires_grad(false));
+    b.flat = empty_returned_at_free(b.elements, last.options().requires_grad(false));
     b.flat.narrow(0, used, b.elements - used).zero_();  // the padding
   }
   return b.flat;

@@ -6,6 +6,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -60,6 +61,11 @@ class GradientBuckets {
   void reset();
   /// Frees a bucket's flat tensor until its next use (ZeRO's gradient memory).
   void release(std::size_t bucket) { buckets_[bucket].flat = torch::Tensor(); }
+  /// How many buckets hold a flat tensor now.
+  std::size_t flats_held() const {
+    return static_cast<std::size_t>(std::count_if(
+        buckets_.begin(), buckets_.end(), [](const Bucket& b) { return b.flat.defined(); }));
+  }
 
   /// `values` (laid out like the bucket) into the .grad() of its parameters.
   void copy_to_grads(std::size_t bucket, const torch::Tensor& values);

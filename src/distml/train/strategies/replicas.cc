@@ -49,18 +49,19 @@ std::vector<int> ranks_unlike_rank0(std::uint64_t value, comm::Communicator& com
   return unlike;
 }
 
+void mix_into(Fnv1a& checksum, const torch::Tensor& t) {
+  const auto c = t.contiguous();
+  checksum.mix(c.data_ptr(), c.numel() * c.element_size());
+}
+
 std::uint64_t checksum(const nn::ModelTensors& model) {
   Fnv1a h;
   for (const auto* tensors : {&model.parameters, &model.buffers})
-    for (const auto& t : *tensors) {
-      const auto c = t.contiguous();
-      h.mix(c.data_ptr(), c.numel() * c.element_size());
-    }
+    for (const auto& t : *tensors) mix_into(h, t);
   return h.value();
 }
 
-std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm) {
-  const auto value = checksum(model);
+std::uint64_t check_replicas_agree(std::uint64_t value, comm::Communicator& comm) {
   if (const auto unlike = ranks_unlike_rank0(value, comm); !unlike.empty())
     throw InternalError(
         cat("after training, rank ", unlike[0], " holds parameters that differ from rank 0's"));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/fnv1a.h"
 #include "distml/nn/model_tensors.h"
 #include "distml/train/strategies/flat_parameter.h"
 
@@ -32,12 +33,18 @@ void agree_on_buffers(std::span<const torch::Tensor> buffers, comm::Communicator
 /// Collective. The ranks whose `value` differs from rank 0's (none: the ranks agree).
 std::vector<int> ranks_unlike_rank0(std::uint64_t value, comm::Communicator& comm);
 
+/// Adds the tensor's bytes to a checksum.
+void mix_into(Fnv1a& checksum, const torch::Tensor& t);
+
 /// A checksum (FNV-1a) of the parameters and buffers.
 std::uint64_t checksum(const nn::ModelTensors& model);
 
-/// Collective. checksum(model); an InternalError naming a rank whose replica is not bit for
-/// bit rank 0's.
-std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm);
+/// Collective. `value`, a checksum of this rank's replica; an InternalError naming a rank
+/// whose value is not rank 0's (its replica is not bit for bit rank 0's).
+std::uint64_t check_replicas_agree(std::uint64_t value, comm::Communicator& comm);
+inline std::uint64_t check_replicas_agree(const nn::ModelTensors& model, comm::Communicator& comm) {
+  return check_replicas_agree(checksum(model), comm);
+}
 
 /// Collective. Replaces each tensor by its average over the ranks (one all-reduce over a flat
 /// copy; all tensors must share a dtype). Returns the payload bytes sent. With `distance`, also

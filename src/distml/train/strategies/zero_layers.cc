@@ -1,13 +1,13 @@
 #include "distml/train/strategies/zero_layers.h"
 
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/StorageImpl.h>
-#include <sys/mman.h>
 
 #include <cstdint>
 #include <utility>
 
+#include "distml/core/allocator.h"
 #include "distml/core/error.h"
+#include "distml/train/mapped_memory.h"
 #include "distml/train/tensor_buffer.h"
 
 namespace distml::train {
@@ -34,34 +34,6 @@ struct BeforeBackward : torch::autograd::Function<BeforeBackward> {
 };
 
 c10::StorageImpl& storage_of(const torch::Tensor& t) { return *t.storage().unsafeGetStorageImpl(); }
-
-// A gathered layer's memory, mapped on its own so that freeing it returns it to the system at
-// once. From malloc, a layer under its mmap threshold (32 MiB, core/allocator.h) would go back
-// to the heap, where the next allocations of other sizes fragment it: a 16-layer MLP of 2048
-// wide (17 MB a layer) with Adam at 2 ranks peaked at 1.79 GB resident, 1.49-1.54 GB mapped.
-// MAP_POPULATE faults the pages in with the mapping, in one call rather than one fault a page.
-struct Mapping {
-  void* base;
-  std::size_t bytes;
-};
-
-void unmap(void* context) {
-  auto* m = static_cast<Mapping*>(context);
-  munmap(m->base, m->bytes);
-  delete m;
-}
-
-at::DataPtr mapped(std::size_t bytes, c10::Device device) {
-  // Mapping and unmapping cost more than their size suggests: the MNIST MLP's 3.2 MB layer
-  // mapped each gather took its steps from 57 to 21 a second. Under 8 MiB a layer stays in the
-  // heap, where fragmentation costs little.
-  if (bytes < (8u << 20)) return c10::GetCPUAllocator()->allocate(bytes);
-  void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-  if (base == MAP_FAILED)
-    throw Error(cat("zero stage 3: cannot map ", bytes, " bytes for a layer's parameters"));
-  return at::DataPtr(base, new Mapping{base, bytes}, &unmap, device);
-}
 
 }  // namespace
 
@@ -92,9 +64,8 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
     DML_CHECK(layer_of_unit_[u] >= 0, "every unit of parameters belongs to a layer");
     const Unit& unit = units_[u];
     State& s = state_[u];
-    s.flat = torch::empty({unit.elements}, unit.params.at(0).options().requires_grad(false));
-    storage_of(s.flat).set_data_ptr_noswap(  // in a mapping of its own (see mapped())
-        mapped(s.flat.numel() * s.flat.element_size(), s.flat.device()));
+    s.flat =
+        empty_returned_at_free(unit.elements, unit.params.at(0).options().requires_grad(false));
     s.flat.zero_();  // the padding
     for (std::size_t k = 0; k < unit.params.size(); ++k) {
       torch::Tensor p = unit.params[k];
@@ -105,6 +76,9 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
         if (++state_[u].arrived == units_[u].params.size()) free(u);
       }));
     }
+    // The parameters' first storage (from the heap) goes back as each layer moves, so that the
+    // model is not held twice over.
+    give_freed_memory_back();
   }
 }
 
@@ -124,7 +98,7 @@ void ZeroLayers::start_gather(std::size_t u) {
   if (s.present || s.in_flight) return;
   auto& storage = storage_of(s.flat);
   const std::size_t bytes = static_cast<std::size_t>(s.flat.numel()) * s.flat.element_size();
-  storage.set_data_ptr_noswap(mapped(bytes, s.flat.device()));
+  storage.set_data_ptr_noswap(allocate_returned_at_free(bytes, s.flat.device()));
   storage.set_nbytes(bytes);
   const Unit& unit = units_[u];
   const std::int64_t block = unit.elements / comm_.size();
@@ -202,6 +176,27 @@ void ZeroLayers::gather_all() {
   for (std::size_t u = 0; u < units_.size(); ++u) start_gather(u);
   for (std::size_t u = 0; u < units_.size(); ++u) gather(u);
   whole_ = true;
+}
+
+void ZeroLayers::read_in_turn(const std::vector<torch::Tensor>& params,
+                              const std::function<void(std::size_t)>& read) {
+  auto unit_of = [&](const torch::Tensor& p) {
+    for (std::size_t u = 0; u < units_.size(); ++u)
+      for (const auto& q : units_[u].params)
+        if (q.unsafeGetTensorImpl() == p.unsafeGetTensorImpl()) return static_cast<int>(u);
+    return -1;
+  };
+  int held = -1;
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    const int u = unit_of(params[i]);
+    if (u >= 0 && !state_[static_cast<std::size_t>(u)].present) {
+      if (held >= 0) free(static_cast<std::size_t>(held));
+      gather(static_cast<std::size_t>(u));
+      held = u;
+    }
+    read(i);
+  }
+  if (held >= 0) free(static_cast<std::size_t>(held));
 }
 
 void ZeroLayers::free_all() {

@@ -19,10 +19,10 @@
 //    before the layer's own backward: it gathers the layer and starts the gather of the layer
 //    below. A gradient hook on each parameter counts the layer's gradients; the last one
 //    frees the layer again.
-// After gather_all() the model is whole, and stays whole through forwards without gradients
-// (evaluations): a checkpoint or the end of the run reads it after them. The next forward with
-// gradients starts from it (the trainer may have written it, from a checkpoint): the shard is
-// loaded from the model first, and the layers are freed as they run.
+// After gather_all() the model is whole, and stays whole through forwards without gradients: a
+// checkpoint reads it, and a resume writes it. The next forward with gradients starts from it:
+// the shard is loaded from the model first, and the layers are freed as they run. Without
+// gather_all(), a forward without gradients (an evaluation) gathers and frees layer by layer.
 #pragma once
 
 #include <torch/torch.h>
@@ -63,6 +63,10 @@ class ZeroLayers {
   void gather_all();
   /// Frees every gathered layer (those whose gradients did not all arrive).
   void free_all();
+  /// Collective: read(i) for each of `params` in order, each while its layer is gathered, one
+  /// layer at a time (a parameter of no layer: as it is).
+  void read_in_turn(const std::vector<torch::Tensor>& params,
+                    const std::function<void(std::size_t)>& read);
   bool whole() const { return whole_; }
   /// Payload bytes this rank has handed to all-gathers.
   std::size_t bytes_sent() const { return bytes_sent_; }

@@ -9,6 +9,7 @@
 #include "distml/core/clock.h"
 #include "distml/core/error.h"
 #include "distml/train/bucket_planner.h"
+#include "distml/train/mapped_memory.h"
 #include "distml/train/strategies/replicas.h"
 #include "distml/train/tensor_buffer.h"
 
@@ -148,7 +149,8 @@ void ZeroStrategy::start_layers() {
       std::make_unique<ZeroLayers>(comm_, std::move(layers_), std::move(unit_of_layer_),
                                    std::move(units), shard_, [this] { load_shard_from_model(); });
   model_->run_forward_with([this](const torch::Tensor& x) { return gathered_->forward(x); });
-  give_freed_memory_back();  // the parameters' first storage, freed
+  // Autograd's gradients too: their memory goes back at free (mapped_memory.h says why).
+  return_large_blocks_at_free(mapped_from_bytes);
 }
 
 void ZeroStrategy::setup(const nn::ModelTensors& model) {
@@ -210,17 +212,16 @@ void ZeroStrategy::launch_ready_buckets() {
 }
 
 // Stage 3, on launching bucket `index`: the .grad() of the buckets before it are in their
-// flat buffers (autograd stored them just after the hook that completed the bucket), and all
-// but the last one's reduce-scatters have had a bucket's backward to finish.
+// flat buffers (autograd stored them just after the hook that completed the bucket), and the
+// reduce-scatters of all but the last of them have had a bucket's backward to finish.
 void ZeroStrategy::settle_before(std::size_t index) {
-  for (; settled_ < index; ++settled_) {
-    for (std::size_t k : buckets_->buckets()[settled_].params)
+  for (; grads_released_ < index; ++grads_released_)
+    for (std::size_t k : buckets_->buckets()[grads_released_].params)
       buckets_->params()[k].mutable_grad() = torch::Tensor();
-    if (settled_ + 1 < index) {
-      shards_[settled_].work.wait();
-      shards_[settled_].work = comm::Work();  // an engine may hold a copy of the bucket
-      buckets_->release(settled_);
-    }
+  for (; flats_released_ + 1 < index; ++flats_released_) {
+    shards_[flats_released_].work.wait();
+    shards_[flats_released_].work = comm::Work();  // an engine may hold a copy of the bucket
+    buckets_->release(flats_released_);
   }
 }
 
@@ -257,7 +258,7 @@ void ZeroStrategy::before_optimizer_step() {
   buckets_->reset();
   if (gathered_) {
     gathered_->free_all();
-    settled_ = 0;
+    grads_released_ = flats_released_ = 0;
   }
 }
 
@@ -296,6 +297,21 @@ void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
 
 void ZeroStrategy::gather_model() {
   if (gathered_) gathered_->gather_all();
+}
+
+void ZeroStrategy::read_parameters_in_turn(const std::vector<torch::Tensor>& parameters,
+                                           const std::function<void(std::size_t)>& read) {
+  if (gathered_)
+    gathered_->read_in_turn(parameters, read);
+  else
+    Strategy::read_parameters_in_turn(parameters, read);
+}
+
+void ZeroStrategy::finish() {
+  if (!gathered_) return;
+  shard_optimizer_.reset();
+  shard_.mutable_grad() = torch::Tensor();
+  gather_model();
 }
 
 StrategyStats ZeroStrategy::stats() const {

@@ -104,13 +104,21 @@ class ZeroStrategy final : public Strategy {
   void optimizer_step(torch::optim::Optimizer& optimizer) override;
   /// Stage 3: every layer gathered into the model (a no-op for stages 1 and 2).
   void gather_model() override;
-  void reconcile(torch::optim::Optimizer&) override { gather_model(); }
+  bool shards_parameters() const override { return gathered_ != nullptr; }
+  void read_parameters_in_turn(const std::vector<torch::Tensor>& parameters,
+                               const std::function<void(std::size_t)>& read) override;
+  /// Stage 3: the run is over, so the optimizer state and the gradient's shard go first, then
+  /// the model is gathered whole, for what the caller does with it.
+  void finish() override;
   /// This rank's shard optimizer (its state: momentum, Adam moments and step counts).
   std::string save_state() override;
   void load_state(const std::string& state) override { saved_state_ = state; }
   /// Every old rank's shard optimizer, cut again into this world's blocks at the first step.
   void load_resharded_state(const std::vector<std::string>& saved, int rank) override;
   StrategyStats stats() const override;
+  /// Gradient buckets whose flat buffer exists now (stage 3 keeps at most three during
+  /// backward: the one filling, the one reducing, the one before it finishing).
+  std::size_t gradient_buffers_held() const { return buckets_ ? buckets_->flats_held() : 0; }
 
  private:
   struct Shard;
@@ -133,7 +141,8 @@ class ZeroStrategy final : public Strategy {
   std::vector<nn::Layer> layers_;         // ... and its layers, until setup()
   std::vector<int> unit_of_layer_;        // ... each one's bucket (-1: none)
   std::unique_ptr<ZeroLayers> gathered_;  // ... which gathers them
-  std::size_t settled_ = 0;               // stage 3: buckets whose gradients are released this step
+  std::size_t grads_released_ = 0;        // stage 3: buckets whose .grad() are released ...
+  std::size_t flats_released_ = 0;        // ... and whose flat buffers are, this step
   bool trimmed_ = false;                  // stage 3: the memory freed by its first step given back
   std::string saved_state_;  // from a checkpoint, for the shard optimizer once it is made
   std::vector<std::string> resharded_;  // ... or every rank's, from a checkpoint of more ranks
