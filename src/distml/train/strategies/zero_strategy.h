@@ -5,16 +5,19 @@
 // its forward and its backward (zero_layers.h), and differs from stage 2 as follows:
 //  - buckets are the model's layers (nn::Model::layers(), last first), one per layer with
 //    trainable parameters, so that a layer's block of the shard is what its gather needs;
-//  - during backward, once a later bucket is launched, the earlier buckets' .grad() are
-//    released and their reduce-scatters waited for and their flat buffers freed, so that about
-//    two layers' gradients exist at a time (with train.accumulate, .grad() still accumulates
-//    whole gradients over the micro-steps that do not synchronise);
+//  - during backward, once a bucket is launched, the earlier buckets' .grad() are released,
+//    and those before the one just before it are waited for and their flat buffers freed, so
+//    that at most three buckets exist at a time (with train.accumulate, .grad() still
+//    accumulates whole gradients over the micro-steps that do not synchronise);
 //  - a parameter without a gradient sends zeros (as find_unused_parameters = true): the
 //    missing-gradient flag of stages 1 and 2 rides on the step's all-gather, which stage 3
 //    does not have;
 //  - after the update nothing is gathered: the next forward gathers layer by layer;
-//  - setup and the first step end by giving the memory they freed (the parameters' first
-//    storage, the whole layers the first forward started from) back to the system.
+//  - the parameters' first storage goes back to the system as setup moves each layer, and
+//    what the first step freed (the whole layers the first forward started from) after it;
+//    from setup on, blocks of 8 MiB and more are returned at free (mapped_memory.h);
+//  - evaluations and the final checksum read the model layer by layer; a checkpoint and
+//    finish() gather it whole.
 //
 // The protocol, step by step:
 //  1. setup() starts every replica from rank 0's model (replicas.h) and cuts the parameters
