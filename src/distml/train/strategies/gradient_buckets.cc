@@ -112,17 +112,19 @@ std::string GradientBuckets::complete_unused(bool send_current) {
 }
 
 void GradientBuckets::throw_if_missing(const std::string& missing_here) {
-  for (std::size_t index = 0; index < buckets_.size(); ++index) {
-    const Bucket& b = buckets_[index];
-    if (b.flag_at < 0 || !b.flat.defined() || b.flat[b.flag_at].item<double>() == 0) continue;
-    reset();
-    throw Error(cat(
-        missing_here.empty()
-            ? cat("a parameter of bucket ", index, " got no gradient on another rank in this step")
-            : "parameter '" + missing_here + "' got no gradient in this step",
-        ": every parameter must take part in the loss on every rank, or set "
-        "find_unused_parameters to send its current gradient (zeros if none)"));
-  }
+  for (std::size_t index = 0; index < buckets_.size(); ++index)
+    if (buckets_[index].flat.defined()) throw_if_missing(index, missing_here);
+}
+
+void GradientBuckets::throw_if_missing(std::size_t index, const std::string& missing_here) {
+  if (!flag_raised(index)) return;
+  reset();
+  throw Error(cat(
+      missing_here.empty()
+          ? cat("a parameter of bucket ", index, " got no gradient on another rank in this step")
+          : "parameter '" + missing_here + "' got no gradient in this step",
+      ": every parameter must take part in the loss on every rank, or set "
+      "find_unused_parameters to send its current gradient (zeros if none)"));
 }
 
 void GradientBuckets::reset() {

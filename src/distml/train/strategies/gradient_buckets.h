@@ -57,6 +57,13 @@ class GradientBuckets {
   /// buckets and throws an Error on every rank, naming `missing_here` (what complete_unused()
   /// returned) where this rank is the one that lacked it.
   void throw_if_missing(const std::string& missing_here);
+  /// The same for bucket `index` alone, which must hold its flat tensor.
+  void throw_if_missing(std::size_t index, const std::string& missing_here);
+  /// Whether bucket `index` (holding its flat tensor) has its flag raised.
+  bool flag_raised(std::size_t index) const {
+    const Bucket& b = buckets_[index];
+    return b.flag_at >= 0 && b.flat[b.flag_at].item<double>() != 0;
+  }
   /// Ready for the next step's gradients.
   void reset();
   /// Frees a bucket's flat tensor until its next use (ZeRO's gradient memory).

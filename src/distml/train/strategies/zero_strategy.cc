@@ -408,26 +408,32 @@ std::int64_t ZeroStrategy::own_flag(std::size_t index) const {
   return flag_at >= lo && flag_at < lo + s.block ? s.shard_offset + flag_at - lo : -1;
 }
 
+// Bucket by bucket, the next one's all-gather in flight while one is copied into the
+// parameters: staging for two buckets, not for the whole model (a whole model's staging made
+// the peak of stages 1 and 2 5-10% higher than allreduce's).
 void ZeroStrategy::gather_parameters() {
   torch::NoGradGuard no_grad;
   const auto start = Clock::now();
-  for (std::size_t index = 0; index < shards_.size(); ++index) {
+  auto launch = [&](std::size_t index) {
     Shard& s = shards_[index];
     // 3. Stage 2's flag, reduced into this rank's gradient block, travels with the parameters.
     if (const auto at = own_flag(index); at >= 0) shard_[at] = shard_.grad()[at];
     s.work = comm_.iallgather(buffer_of(shard_.narrow(0, s.shard_offset, s.block)),
                               buffer_of(buckets_->flat(index)));
     stats_.bytes_sent += s.block * shard_.element_size();
-  }
+  };
+  if (!shards_.empty()) launch(0);
+  // Every rank sees the same flags, so all of them go through every bucket, then all throw.
+  std::optional<std::size_t> missing;
   for (std::size_t index = 0; index < shards_.size(); ++index) {
+    if (index + 1 < shards_.size()) launch(index + 1);
     shards_[index].work.wait();
     if (const auto at = own_flag(index); at >= 0) shard_[at] = 0;
+    if (!missing && buckets_->flag_raised(index)) missing = index;
+    if (!missing) buckets_->copy_to_params(index, buckets_->flat(index));
+    if (missing != index) buckets_->release(index);
   }
-  buckets_->throw_if_missing(missing_here_);
-  for (std::size_t index = 0; index < shards_.size(); ++index) {
-    buckets_->copy_to_params(index, buckets_->flat(index));
-    buckets_->release(index);
-  }
+  if (missing) buckets_->throw_if_missing(*missing, missing_here_);
   // Nothing runs while the parameters travel: all of it is exposed.
   const double gather_s = seconds_since(start);
   stats_.comm_seconds += gather_s;
