@@ -227,7 +227,7 @@ TEST(Config, UnknownKeyWithNothingCloseListsTheSectionsKeys) {
             "x.toml: unknown key 'strategy.compression'; valid keys in [strategy]: name, "
             "bucket_mb, first_bucket_mb, algorithm, find_unused_parameters, period, "
             "warmup_steps, average_optimizer_state, alpha, asynchronous, topology, stage, "
-            "servers, mode, staleness");
+            "prefetch, servers, mode, staleness");
 }
 
 TEST(Config, UnknownSectionSuggestsOrListsTheSections) {

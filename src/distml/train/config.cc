@@ -120,6 +120,7 @@ std::vector<config::KeySpec<TrainConfig>> key_specs() {
       K::choice_key("strategy", "topology", {"ring", "exponential", "complete"},
                     CONFIG_FIELD(strategy.topology)),
       K::int_key("strategy", "stage", 1, CONFIG_FIELD(strategy.stage)),
+      K::bool_key("strategy", "prefetch", CONFIG_FIELD(strategy.prefetch)),
       K::int_key("strategy", "servers", 1, CONFIG_FIELD(strategy.servers)),
       K::choice_key("strategy", "mode", {"bsp", "asp", "ssp"}, CONFIG_FIELD(strategy.mode)),
       K::int_key("strategy", "staleness", 0, CONFIG_FIELD(strategy.staleness)),

@@ -66,6 +66,7 @@ struct StrategyConfig {
   std::string topology = "ring";         // gossip: ring | exponential | complete
   std::int64_t stage = 1;                // zero: 1 (optimizer state), 2 (and gradients), 3 (and
                                          // parameters, gathered layer by layer)
+  bool prefetch = true;                  // zero, stage 3: gather the next layer while one runs
   std::int64_t servers = 1;              // ps: the last `servers` ranks hold the parameters
   std::string mode = "bsp";              // ps: bsp | asp | ssp
   std::int64_t staleness = 3;            // ps, ssp: steps a worker may run ahead

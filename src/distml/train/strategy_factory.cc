@@ -124,9 +124,10 @@ std::unique_ptr<Strategy> make_strategy(const TrainConfig& config, comm::Communi
                           c.name, ")"));
   if (c.name == "hybrid") return std::make_unique<HybridStrategy>(comm, hybrid_options(config));
   if (c.name == "zero") {
-    return std::make_unique<ZeroStrategy>(
-        comm,
-        ZeroStrategyOptions{.stage = static_cast<int>(c.stage), .buckets = allreduce_options(c)});
+    return std::make_unique<ZeroStrategy>(comm,
+                                          ZeroStrategyOptions{.stage = static_cast<int>(c.stage),
+                                                              .prefetch = c.prefetch,
+                                                              .buckets = allreduce_options(c)});
   }
   if (c.name == "easgd" && c.asynchronous)  // each worker pulls on its own: alpha <= 1 suffices
     return std::make_unique<AsyncEasgdStrategy>(comm, AsyncEasgdOptions{c.period, c.alpha});

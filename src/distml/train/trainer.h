@@ -83,9 +83,10 @@ class Trainer {
   ~Trainer();
 
   /// Continues from the newest whole checkpoint in `dir` (of the run that owns it, where it
-  /// wrote one), skipping damaged newer ones with a warning (CheckpointError when there is none, or it was written by a run whose model,
-  /// data, batch or world size differ; another world size is taken with WorldChange::elastic,
-  /// as after an elastic restart). Returns the file and the step it resumed at.
+  /// wrote one), skipping damaged newer ones with a warning (CheckpointError when there is none, or
+  /// it was written by a run whose model, data, batch or world size differ; another world size is
+  /// taken with WorldChange::elastic, as after an elastic restart). Returns the file and the step
+  /// it resumed at.
   ResumePoint resume(const std::string& dir, WorldChange change = WorldChange::refuse);
   /// As resume(), from the newest checkpoint in `dir` that this run wrote (this_run_id(), as
   /// rank 0 sees it; after a restart); nullopt when it wrote none.

@@ -47,14 +47,15 @@ struct ZeroLayers::State {
 
 ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
                        std::vector<int> unit_of_layer, std::vector<Unit> units, torch::Tensor shard,
-                       std::function<void()> load_shard)
+                       std::function<void()> load_shard, bool prefetch)
     : comm_(comm),
       layers_(std::move(layers)),
       unit_of_layer_(std::move(unit_of_layer)),
       units_(std::move(units)),
       state_(units_.size()),
       shard_(std::move(shard)),
-      load_shard_(std::move(load_shard)) {
+      load_shard_(std::move(load_shard)),
+      prefetch_(prefetch) {
   layer_of_unit_.assign(units_.size(), -1);
   for (std::size_t l = 0; l < unit_of_layer_.size(); ++l)
     if (unit_of_layer_[l] >= 0)
@@ -153,7 +154,8 @@ torch::Tensor ZeroLayers::forward(torch::Tensor x) {
     }
     const auto unit = static_cast<std::size_t>(u);
     gather(unit);
-    if (const int next = unit_after(l); next >= 0) start_gather(static_cast<std::size_t>(next));
+    if (const int next = unit_after(l); prefetch_ && next >= 0)
+      start_gather(static_cast<std::size_t>(next));
     state_[unit].arrived = 0;
     x = layers_[l].forward(x);
     const bool backward_follows = torch::GradMode::is_enabled() && x.requires_grad();
@@ -168,8 +170,8 @@ torch::Tensor ZeroLayers::forward(torch::Tensor x) {
 
 void ZeroLayers::before_backward_of(std::size_t u) {
   gather(u);
-  if (const int below = unit_before(static_cast<std::size_t>(layer_of_unit_[u])); below >= 0)
-    start_gather(static_cast<std::size_t>(below));
+  const int below = unit_before(static_cast<std::size_t>(layer_of_unit_[u]));
+  if (prefetch_ && below >= 0) start_gather(static_cast<std::size_t>(below));
 }
 
 void ZeroLayers::gather_all() {

@@ -49,10 +49,11 @@ class ZeroLayers {
   /// `unit_of_layer[i]`: index in `units` of layer i's parameters, -1 for a layer without
   /// trainable ones. `shard`: this rank's block of every unit, at each unit's shard_offset.
   /// `load_shard`: copies the model's parameters into the shard (while whole). The parameters
-  /// become views of one flat tensor per unit, with their current values.
+  /// become views of one flat tensor per unit, with their current values. `prefetch`: start
+  /// the gather of the layer that runs next while one runs.
   ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
              std::vector<int> unit_of_layer, std::vector<Unit> units, torch::Tensor shard,
-             std::function<void()> load_shard);
+             std::function<void()> load_shard, bool prefetch = true);
   ~ZeroLayers();
   ZeroLayers(const ZeroLayers&) = delete;
   ZeroLayers& operator=(const ZeroLayers&) = delete;
@@ -90,6 +91,7 @@ class ZeroLayers {
   std::vector<State> state_;
   torch::Tensor shard_;
   std::function<void()> load_shard_;
+  bool prefetch_;
   bool whole_ = true;
   std::size_t bytes_sent_ = 0;
 };

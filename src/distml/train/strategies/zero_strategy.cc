@@ -145,9 +145,9 @@ void ZeroStrategy::start_layers() {
     for (std::size_t k : buckets[index].params) unit.params.push_back(buckets_->params()[k]);
     units.push_back(std::move(unit));
   }
-  gathered_ =
-      std::make_unique<ZeroLayers>(comm_, std::move(layers_), std::move(unit_of_layer_),
-                                   std::move(units), shard_, [this] { load_shard_from_model(); });
+  gathered_ = std::make_unique<ZeroLayers>(
+      comm_, std::move(layers_), std::move(unit_of_layer_), std::move(units), shard_,
+      [this] { load_shard_from_model(); }, options_.prefetch);
   model_->run_forward_with([this](const torch::Tensor& x) { return gathered_->forward(x); });
   // Autograd's gradients too: their memory goes back at free (mapped_memory.h says why).
   return_large_blocks_at_free(mapped_from_bytes);

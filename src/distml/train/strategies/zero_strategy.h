@@ -83,6 +83,9 @@ namespace distml::train {
 struct ZeroStrategyOptions {
   /// 1: shard the optimizer state; 2: shard the averaged gradients too; 3: the parameters too.
   int stage = 1;
+  /// Stage 3: start the next layer's all-gather while a layer runs (its forward, and its
+  /// backward for the layer below); false gathers each layer only when it is needed.
+  bool prefetch = true;
   /// Bucket caps, the all-reduce algorithm of stage 1, and find_unused_parameters: as for the
   /// all-reduce strategy.
   AllreduceStrategyOptions buckets{};
