@@ -58,7 +58,7 @@ test-kernels: build
 # ML against scikit-learn (speed, and accuracy with every seed), the strategy comparison, the
 # user's own models (TorchScript, .npz), the sparse/dense hybrid, the deep RL targets, gradient
 # compression (its link part makes network namespaces: root), bf16 against fp32, ZeRO memory
-# (~2 h).
+# (its per-rank allowance makes memory cgroups: root) (~2 h).
 bench: build data
 	@ninja -C $(BUILD) bench_programs
 	bash bench/collectives.sh
@@ -73,6 +73,7 @@ bench: build data
 	bash bench/timeline.sh
 	bash bench/precision.sh
 	bash bench/zero_memory.sh 2
+	bash bench/zero_memory_limit.sh 2560 64
 	/usr/bin/python3 bench/ml_speed.py
 	/usr/bin/python3 tests/cli/doc_commands.py $(BUILD)/distml . --all
 	/usr/bin/python3 tests/ml/sklearn_compare.py $(BUILD)/distml 2,3 --full
