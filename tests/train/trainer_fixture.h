@@ -86,9 +86,9 @@ inline RankOutcome train_once(const TrainConfig& c, comm::Communicator& comm, co
   Trainer trainer(c, comm, data);
   if (!resume_from.empty()) trainer.resume(resume_from);
   RankOutcome o;
-  for (auto& p : trainer.model().parameters()) o.initial.push_back(p.detach().clone());
+  o.initial = trainer.parameter_values();
   o.result = trainer.run();
-  for (auto& p : trainer.model().parameters()) o.params.push_back(p.detach().clone());
+  o.params = trainer.parameter_values();
   return o;
 }
 

@@ -312,9 +312,9 @@ TEST(ZeroStrategy, ResumedOnAnotherNumberOfRanksGoesOnAsAllreduceDoes) {
       Trainer trainer(config, comm, data);
       trainer.resume(ckpt, WorldChange::elastic);
       RankOutcome o;
-      for (auto& p : trainer.model().parameters()) o.initial.push_back(p.detach().clone());
+      o.initial = trainer.parameter_values();
       o.result = trainer.run();
-      for (auto& p : trainer.model().parameters()) o.params.push_back(p.detach().clone());
+      o.params = trainer.parameter_values();
       return o;
     });
   };

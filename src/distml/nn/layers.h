@@ -75,4 +75,15 @@ inline ModelTensors select_modules(const ModelTensors& all,
   return out;
 }
 
+/// Told by a model's constructor about each layer as soon as its weights are drawn, before the
+/// next layer is built: the layer's tensors, named as in the whole model. ZeRO stage 3 keeps
+/// its rank's block of each layer and frees the rest, so that no rank holds the whole model.
+using LayerBuilt = std::function<void(const ModelTensors& layer)>;
+
+/// Tells `built`, if set, about the layer made of `modules`, as registered in `model` so far.
+inline void tell_built(const LayerBuilt& built, const torch::nn::Module& model,
+                       const std::vector<std::string>& modules) {
+  if (built) built(select_modules(parameters_and_buffers(model), modules));
+}
+
 }  // namespace distml::nn

@@ -10,7 +10,8 @@
 
 namespace distml::nn {
 
-LeNet5Impl::LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_classes)
+LeNet5Impl::LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_classes,
+                       const LayerBuilt& built)
     : in_channels_(in_channels), image_size_(image_size) {
   detail::check_positive("lenet5", "in_channels", in_channels);
   detail::check_positive("lenet5", "num_classes", num_classes);
@@ -20,10 +21,15 @@ LeNet5Impl::LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_clas
     throw ConfigError(cat("lenet5: image_size must be >= 12, got ", image_size));
   conv1_ = register_module(
       "conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(in_channels, 6, 5).padding(2)));
+  tell_built(built, *this, {"conv1"});
   conv2_ = register_module("conv2", torch::nn::Conv2d(6, 16, 5));
+  tell_built(built, *this, {"conv2"});
   fc1_ = register_module("fc1", torch::nn::Linear(16 * side * side, 120));
+  tell_built(built, *this, {"fc1"});
   fc2_ = register_module("fc2", torch::nn::Linear(120, 84));
+  tell_built(built, *this, {"fc2"});
   fc3_ = register_module("fc3", torch::nn::Linear(84, num_classes));
+  tell_built(built, *this, {"fc3"});
 }
 
 torch::Tensor LeNet5Impl::forward(torch::Tensor x) { return run_layers(layers(), std::move(x)); }

@@ -17,7 +17,9 @@ class LeNet5Impl : public torch::nn::Module {
  public:
   /// conv 6@5x5 pad 2, pool 2, conv 16@5x5, pool 2, fc 120, fc 84, fc num_classes; ReLU after
   /// each but the last. `image_size` (square, at least 12) sets the width of fc 120's input.
-  LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_classes);
+  /// `built` hears of each layer as it is made (layers.h).
+  LeNet5Impl(int64_t in_channels, int64_t image_size, int64_t num_classes,
+             const LayerBuilt& built = {});
   /// [B, C, H, W] or [B, C*H*W] -> [B, num_classes] logits.
   torch::Tensor forward(torch::Tensor x);
   /// conv1 and conv2 (each with ReLU and pooling), fc1, fc2, fc3.

@@ -10,14 +10,16 @@
 
 namespace distml::nn {
 
-MlpImpl::MlpImpl(const std::vector<int64_t>& layers) {
+MlpImpl::MlpImpl(const std::vector<int64_t>& layers, const LayerBuilt& built) {
   if (layers.size() < 2)
     throw ConfigError(cat("mlp: mlp_layers needs at least 2 widths, got ", layers.size()));
   for (int64_t w : layers)
     if (w <= 0) throw ConfigError(cat("mlp: mlp_layers widths must be > 0, got ", w));
-  for (std::size_t i = 0; i + 1 < layers.size(); ++i)
-    linears_->push_back(torch::nn::Linear(layers[i], layers[i + 1]));
   register_module("linears", linears_);
+  for (std::size_t i = 0; i + 1 < layers.size(); ++i) {
+    linears_->push_back(torch::nn::Linear(layers[i], layers[i + 1]));
+    tell_built(built, *this, {cat("linears.", i)});
+  }
 }
 
 torch::Tensor MlpImpl::forward(torch::Tensor x) { return run_layers(layers(), std::move(x)); }

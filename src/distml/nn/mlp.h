@@ -15,7 +15,8 @@ namespace distml::nn {
 class MlpImpl : public torch::nn::Module {
  public:
   /// `layers` are the widths, input first: {784, 1024, 512, 10} has three Linear layers.
-  explicit MlpImpl(const std::vector<int64_t>& layers);
+  /// `built` hears of each Linear as it is made (layers.h).
+  explicit MlpImpl(const std::vector<int64_t>& layers, const LayerBuilt& built = {});
   /// [B, ...] -> [B, layers.back()] logits (no activation after the last layer).
   torch::Tensor forward(torch::Tensor x);
   /// One layer per Linear (the first flattens, all but the last end in ReLU).

@@ -256,11 +256,12 @@ const std::vector<std::string>& model_names() {
   return names;
 }
 
-Model make_model(const ModelOptions& options) {
+Model make_model(const ModelOptions& options, const LayerBuilt& built) {
   const std::string& name = options.name;
-  if (name == "mlp") return layered(name, Mlp(options.mlp_layers));
+  if (name == "mlp") return layered(name, Mlp(options.mlp_layers, built));
   if (name == "lenet5")
-    return layered(name, LeNet5(options.in_channels, options.image_size, options.num_classes));
+    return layered(name,
+                   LeNet5(options.in_channels, options.image_size, options.num_classes, built));
   if (name == "resnet20")
     return layered(name, ResNet20(options.in_channels, options.image_size, options.num_classes));
   if (name == "char_lstm") {

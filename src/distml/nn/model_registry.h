@@ -106,6 +106,9 @@ const std::vector<std::string>& model_names();
 /// the call makes the weights reproducible; "torchscript" loads options.path (its weights are
 /// those in the file). Throws ConfigError for an unknown name or an option the model cannot
 /// use, DataError for a TorchScript file that is missing or unreadable (the message says which).
-Model make_model(const ModelOptions& options);
+/// mlp and lenet5 tell `built` about each layer as soon as it is made (layers.h); the other
+/// models are made whole and never call it (resnet20 draws its convolutions' weights again
+/// once all are made; a TorchScript file is loaded at once).
+Model make_model(const ModelOptions& options, const LayerBuilt& built = {});
 
 }  // namespace distml::nn

@@ -28,9 +28,9 @@ struct ModelTensors {
   }
 };
 
-/// The tensors of a torch::nn module (recursively, in registration order). The tensors share
-/// storage with the module.
-inline ModelTensors tensors_of(const torch::nn::Module& module) {
+/// The parameters and buffers of a torch::nn module (recursively, in registration order),
+/// sharing storage with it; no sparse_names, so that a module being built can be asked.
+inline ModelTensors parameters_and_buffers(const torch::nn::Module& module) {
   ModelTensors t;
   for (const auto& p : module.named_parameters()) {
     t.parameter_names.push_back(p.key());
@@ -40,6 +40,13 @@ inline ModelTensors tensors_of(const torch::nn::Module& module) {
     t.buffer_names.push_back(b.key());
     t.buffers.push_back(b.value());
   }
+  return t;
+}
+
+/// The tensors of a torch::nn module (recursively, in registration order). The tensors share
+/// storage with the module.
+inline ModelTensors tensors_of(const torch::nn::Module& module) {
+  ModelTensors t = parameters_and_buffers(module);
   for (const auto& m : module.named_modules()) {
     const auto* embedding = m.value()->as<torch::nn::EmbeddingImpl>();
     const auto* bag = m.value()->as<torch::nn::EmbeddingBagImpl>();

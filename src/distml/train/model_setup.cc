@@ -47,21 +47,30 @@ torch::ScalarType scalar_type(const std::string& dtype) {
 // torch's default generator is process-wide: ranks that are threads of one process must not
 // draw from it at the same time, or their initial weights would depend on the interleaving.
 // The weights are drawn in float32 and then converted, so both dtypes start from one model.
+// `built` must not communicate: other ranks may wait for the lock.
 nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed,
-                       torch::ScalarType dtype) {
+                       torch::ScalarType dtype, const nn::LayerBuilt& built) {
+  nn::LayerBuilt converted;
+  if (built)
+    converted = [&](const nn::ModelTensors& layer) {
+      torch::NoGradGuard no_grad;
+      for (auto p : layer.parameters) p.set_data(p.to(dtype));
+      built(layer);
+    };
   static std::mutex mutex;
   std::lock_guard lock(mutex);
   torch::manual_seed(seed);
-  auto model = nn::make_model(options);
-  model.to(dtype);
+  auto model = nn::make_model(options, converted);
+  model.to(dtype);  // the rest: buffers, and every tensor of a model that tells no one
   return model;
 }
 
 }  // namespace
 
-nn::Model build_model(const TrainConfig& config, const TaskData& data) {
+nn::Model build_model(const TrainConfig& config, const TaskData& data,
+                      const nn::LayerBuilt& built) {
   return seeded_model(model_options(config, data), config.train.seed,
-                      scalar_type(config.train.dtype));
+                      scalar_type(config.train.dtype), built);
 }
 
 }  // namespace distml::train

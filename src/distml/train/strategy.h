@@ -52,6 +52,10 @@ struct StrategyStats {
 class Strategy {
  public:
   virtual ~Strategy() = default;
+  /// Before the model is built: what its build tells about each layer as it is made, its
+  /// parameters in their final dtype (nn::LayerBuilt); empty where the whole model is needed.
+  /// ZeRO stage 3 keeps this rank's block of each layer and frees the layer at once.
+  virtual nn::LayerBuilt on_layer_built() { return {}; }
   /// Once, before setup(): the model itself. A strategy that runs the model's forward takes
   /// it over here (ZeRO stage 3 gathers each layer's parameters just before it runs).
   virtual void attach(nn::Model& /*model*/) {}

@@ -93,13 +93,14 @@ data::ShardedSampler sampler_for(const TaskData& data, const TrainConfig& c,
 
 struct Trainer::State {
   TrainConfig config;
-  comm::Communicator& world;  // every rank of the run
+  comm::Communicator& world;            // every rank of the run
+  std::optional<pipeline::Grid> grid;  // with pipeline stages
+  std::unique_ptr<Strategy> strategy;  // among the replicas (of this stage, in a pipeline)
+  nn::LayerBuilt on_layer_built;       // set where the strategy takes the model as it is built
   nn::Model model;
-  std::optional<pipeline::Grid> grid;                 // with pipeline stages
-  std::optional<pipeline::StageOfModel> part;         // then: this stage's layers
+  std::optional<pipeline::StageOfModel> part;         // with pipeline stages: this one's layers
   std::optional<tensor_parallel::SplitLayers> split;  // with tensor ranks: them split
   std::unique_ptr<pipeline::PipelineStage> stage;
-  std::unique_ptr<Strategy> strategy;  // among the replicas (of this stage, in a pipeline)
   comm::Communicator& comm;  // the ranks that train (all of them but a parameter server's; in a
                              // pipeline, this stage in every replica)
   TaskData own_rows;         // this rank's rows, for data read in part
@@ -117,8 +118,10 @@ struct Trainer::State {
   State(const TrainConfig& c, comm::Communicator& world, const TaskData& d)
       : config(c),
         world(world),
-        model(build_model(c, d)),
         grid(agreed_grid(c, world)),
+        strategy(make_strategy(c, grid ? *grid->peers : world)),
+        on_layer_built(grid ? nn::LayerBuilt() : strategy->on_layer_built()),
+        model(build_model(c, d, on_layer_built)),
         part(grid ? std::optional(pipeline::cut_model(
                         model, stage_counts(c, *grid, world, model, d), grid->stages, grid->stage))
                   : std::nullopt),
@@ -128,7 +131,6 @@ struct Trainer::State {
                                 return sgd_velocity(*optimizer, trained_tensors().parameters);
                               })
                    : nullptr),
-        strategy(make_strategy(c, grid ? *grid->peers : world)),
         comm(strategy->training_comm() ? *strategy->training_comm()
                                        : (grid ? *grid->peers : world)),
         data(rows_for(d, *strategy, comm, own_rows)),
@@ -393,16 +395,30 @@ Trainer::Trainer(const TrainConfig& config, comm::Communicator& comm, const Task
   torch::set_num_threads(static_cast<int>(config.train.threads));  // before a profile
   s_ = std::make_unique<State>(config, comm, data);
   check_parameter_budget(config, s_->trained_tensors(), comm);
-  if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
+  // A model the strategy took as it was built runs only through the strategy.
+  const bool built_whole = !s_->on_layer_built;
+  const auto check_fits = [&] {
+    if (s_->strategy->trains()) s_->objective.check_fits(s_->model, s_->data.train);
+  };
+  if (built_whole) check_fits();
   check_layers_make_the_model(config, s_->grid, s_->model, s_->data);
   if (s_->part) pipeline::release_other_stages(*s_->part);  // once the whole model has run
   s_->strategy->attach(s_->model);
   s_->strategy->setup(s_->trained_tensors());
+  if (!built_whole) check_fits();
 }
 
 Trainer::~Trainer() = default;
 
 nn::Model& Trainer::model() { return s_->model; }
+
+std::vector<torch::Tensor> Trainer::parameter_values() {
+  const auto params = s_->model.parameters();
+  std::vector<torch::Tensor> values(params.size());
+  s_->strategy->read_parameters_in_turn(
+      params, [&](std::size_t i) { values[i] = params[i].detach().clone(); });
+  return values;
+}
 
 EvalMetrics Trainer::evaluate() { return s_->evaluate(); }
 

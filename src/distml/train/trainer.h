@@ -32,6 +32,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "distml/comm/communicator.h"
 #include "distml/core/timeline.h"
@@ -110,7 +111,12 @@ class Trainer {
 
   /// The model. With pipeline stages a rank holds only its own stage's tensors (the others'
   /// are empty), until the end of run() gathers the whole model on rank 0 for the export.
+  /// Under ZeRO stage 3 its parameters hold no values between construction and the end of
+  /// run(): read them with parameter_values().
   nn::Model& model();
+  /// Collective: copies of model()'s parameters, in order (ZeRO stage 3: read one layer at a
+  /// time, never the whole model at once).
+  std::vector<torch::Tensor> parameter_values();
 
  private:
   ResumePoint resume_written_by(const std::string& dir, WorldChange change,

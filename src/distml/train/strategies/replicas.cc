@@ -22,8 +22,7 @@ std::uint64_t shape_hash(const TrainableParameters& p) {
 
 }  // namespace
 
-TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Communicator& comm) {
-  torch::NoGradGuard no_grad;
+TrainableParameters trainable_like_rank0(const nn::ModelTensors& model, comm::Communicator& comm) {
   TrainableParameters p;
   for (std::size_t i = 0; i < model.parameters.size(); ++i) {
     if (!model.parameters[i].requires_grad()) continue;
@@ -34,6 +33,12 @@ TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Commun
     throw CommError(cat("rank ", unlike[0],
                         " has a model whose parameter names or shapes differ from "
                         "rank 0's: the ranks must build the same model"));
+  return p;
+}
+
+TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Communicator& comm) {
+  torch::NoGradGuard no_grad;
+  auto p = trainable_like_rank0(model, comm);
   for (auto& t : p.tensors) comm.broadcast(buffer_of(t), 0);
   for (const auto& b : model.buffers) comm.broadcast(buffer_of(b), 0);
   return p;

@@ -22,8 +22,12 @@ struct TrainableParameters {
   std::vector<torch::Tensor> tensors;
 };
 
-/// Collective. Checks that every rank built a model with the same parameter names and shapes
-/// (CommError on every rank otherwise), then copies rank 0's parameters and buffers to all.
+/// Collective. The parameters that train (requiring gradients), once every rank is found to
+/// have built a model with the same parameter names and shapes (CommError on every rank
+/// otherwise).
+TrainableParameters trainable_like_rank0(const nn::ModelTensors& model, comm::Communicator& comm);
+
+/// Collective. trainable_like_rank0(), then copies rank 0's parameters and buffers to all.
 TrainableParameters start_from_rank0(const nn::ModelTensors& model, comm::Communicator& comm);
 
 /// Collective. Makes the buffers (BatchNorm running statistics) the same on every rank:

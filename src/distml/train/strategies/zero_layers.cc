@@ -60,27 +60,49 @@ ZeroLayers::ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
   for (std::size_t l = 0; l < unit_of_layer_.size(); ++l)
     if (unit_of_layer_[l] >= 0)
       layer_of_unit_[static_cast<std::size_t>(unit_of_layer_[l])] = static_cast<int>(l);
-  torch::NoGradGuard no_grad;
+  std::size_t released = 0;
   for (std::size_t u = 0; u < units_.size(); ++u) {
     DML_CHECK(layer_of_unit_[u] >= 0, "every unit of parameters belongs to a layer");
     const Unit& unit = units_[u];
     State& s = state_[u];
-    s.flat =
-        empty_returned_at_free(unit.elements, unit.params.at(0).options().requires_grad(false));
-    s.flat.zero_();  // the padding
-    for (std::size_t k = 0; k < unit.params.size(); ++k) {
-      torch::Tensor p = unit.params[k];
-      auto view = s.flat.narrow(0, unit.offsets[k], p.numel()).view(p.sizes());
-      view.copy_(p);
-      p.set_data(view);  // the same parameter (autograd's leaf), now in the unit's storage
+    if (unit.flat.defined()) {
+      s.flat = unit.flat;
+      s.present = false;
+      ++released;
+    } else {
+      s.flat = move_into_flat(unit.params, unit.offsets, unit.elements);
+    }
+    for (const auto& p : unit.params)
       s.hooks.push_back(p.register_hook([this, u](const torch::Tensor&) {
         if (++state_[u].arrived == units_[u].params.size()) free(u);
       }));
-    }
-    // The parameters' first storage (from the heap) goes back as each layer moves, so that the
-    // model is not held twice over.
-    give_freed_memory_back();
   }
+  DML_CHECK(released == 0 || released == units_.size(),
+            "a model is sharded as built in every layer or in none");
+  whole_ = released == 0;
+}
+
+torch::Tensor move_into_flat(const std::vector<torch::Tensor>& params,
+                             const std::vector<std::int64_t>& offsets, std::int64_t elements) {
+  torch::NoGradGuard no_grad;
+  auto flat = empty_returned_at_free(elements, params.at(0).options().requires_grad(false));
+  flat.zero_();  // the padding
+  for (std::size_t k = 0; k < params.size(); ++k) {
+    torch::Tensor p = params[k];
+    auto view = flat.narrow(0, offsets[k], p.numel()).view(p.sizes());
+    view.copy_(p);
+    p.set_data(view);  // the same parameter (autograd's leaf), now in the flat storage
+  }
+  // The parameters' first storage (from the heap) goes back as each layer moves, so that the
+  // model is not held twice over.
+  give_freed_memory_back();
+  return flat;
+}
+
+void release_storage(const torch::Tensor& flat) {
+  auto& storage = storage_of(flat);
+  storage.set_data_ptr_noswap(at::DataPtr(nullptr, flat.device()));
+  storage.set_nbytes(0);
 }
 
 ZeroLayers::~ZeroLayers() {
@@ -120,9 +142,7 @@ void ZeroLayers::gather(std::size_t u) {
 void ZeroLayers::free(std::size_t u) {
   State& s = state_[u];
   if (!s.present || whole_) return;
-  auto& storage = storage_of(s.flat);
-  storage.set_data_ptr_noswap(at::DataPtr(nullptr, s.flat.device()));
-  storage.set_nbytes(0);
+  release_storage(s.flat);
   s.present = false;
 }
 

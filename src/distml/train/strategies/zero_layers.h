@@ -44,13 +44,16 @@ class ZeroLayers {
     std::vector<std::int64_t> offsets;  // of each in the flat layout
     std::int64_t elements = 0;          // N blocks, padding included
     std::int64_t shard_offset = 0;      // this rank's block in the shard
+    torch::Tensor flat{};  // set when the parameters are already views of it, released
   };
 
   /// `unit_of_layer[i]`: index in `units` of layer i's parameters, -1 for a layer without
   /// trainable ones. `shard`: this rank's block of every unit, at each unit's shard_offset.
-  /// `load_shard`: copies the model's parameters into the shard (while whole). The parameters
-  /// become views of one flat tensor per unit, with their current values. `prefetch`: start
-  /// the gather of the layer that runs next while one runs.
+  /// The parameters become views of one flat tensor per unit (move_into_flat), with their
+  /// current values, and the model is whole; or, where every unit comes with its `flat`
+  /// (a model sharded as it was built), they are already, and the shard holds their values.
+  /// `load_shard`: copies the model's parameters into the shard (while whole). `prefetch`:
+  /// start the gather of the layer that runs next while one runs.
   ZeroLayers(comm::Communicator& comm, std::vector<nn::Layer> layers,
              std::vector<int> unit_of_layer, std::vector<Unit> units, torch::Tensor shard,
              std::function<void()> load_shard, bool prefetch = true);
@@ -95,5 +98,12 @@ class ZeroLayers {
   bool whole_ = true;
   std::size_t bytes_sent_ = 0;
 };
+
+/// One flat tensor of `elements` (memory returned at free), the padding zeroed, holding each of
+/// `params` at its offset; each parameter becomes a view of it, with its values.
+torch::Tensor move_into_flat(const std::vector<torch::Tensor>& params,
+                             const std::vector<std::int64_t>& offsets, std::int64_t elements);
+/// Empties `flat`'s storage in place: views of it keep their shapes and hold nothing.
+void release_storage(const torch::Tensor& flat);
 
 }  // namespace distml::train

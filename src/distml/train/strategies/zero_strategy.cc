@@ -83,6 +83,15 @@ struct ZeroStrategy::Shard {
   comm::Work work;
 };
 
+// Stage 3, a layer of a model sharded as it was built: its parameters are views of `flat`,
+// whose storage is released, laid out as the layer's bucket will be; `block` is this rank's.
+struct ZeroStrategy::BuiltLayer {
+  std::vector<torch::Tensor> params;
+  std::vector<std::int64_t> offsets;
+  std::int64_t elements = 0;
+  torch::Tensor flat, block;
+};
+
 ZeroStrategy::ZeroStrategy(comm::Communicator& comm, ZeroStrategyOptions options)
     : comm_(comm), options_(options) {
   if (options_.stage < 1 || options_.stage > 3)
@@ -98,6 +107,47 @@ ZeroStrategy::~ZeroStrategy() {
     } catch (const std::exception&) {  // already reported by whoever saw it first
     }
   }
+}
+
+nn::LayerBuilt ZeroStrategy::on_layer_built() {
+  if (options_.stage != 3) return {};
+  // Each layer's first storage goes back to the system as soon as the layer moves.
+  return_large_blocks_at_free(mapped_from_bytes);
+  return [this](const nn::ModelTensors& layer) { keep_block_of(layer); };
+}
+
+// The layout is the bucket's (gradient_buckets.h): the parameters one after the other, padded
+// to N equal blocks; start_layers() checks that the two agree.
+void ZeroStrategy::keep_block_of(const nn::ModelTensors& layer) {
+  torch::NoGradGuard no_grad;
+  BuiltLayer built;
+  for (const auto& p : layer.parameters) {
+    if (!p.requires_grad()) continue;
+    built.params.push_back(p);
+    built.offsets.push_back(built.elements);
+    built.elements += p.numel();
+    mix_into(built_checksum_, p);
+  }
+  if (built.params.empty()) return;
+  const std::int64_t block = (built.elements + comm_.size() - 1) / comm_.size();
+  built.elements = block * comm_.size();
+  built.flat = move_into_flat(built.params, built.offsets, built.elements);
+  built.block = built.flat.narrow(0, comm_.rank() * block, block).clone();
+  release_storage(built.flat);
+  built_.push_back(std::move(built));
+}
+
+// No rank holds a whole model to send: every rank drew the same weights from train.seed, which
+// the checksum of the values as built confirms.
+TrainableParameters ZeroStrategy::check_built_alike(const nn::ModelTensors& model) {
+  auto trainable = trainable_like_rank0(model, comm_);
+  if (const auto unlike = ranks_unlike_rank0(built_checksum_.value(), comm_); !unlike.empty())
+    throw CommError(cat("rank ", unlike[0],
+                        " built other initial weights than rank 0 from the same shapes: the "
+                        "ranks must build the same model"));
+  torch::NoGradGuard no_grad;
+  for (const auto& b : model.buffers) comm_.broadcast(buffer_of(b), 0);
+  return trainable;
 }
 
 void ZeroStrategy::attach(nn::Model& model) {
@@ -133,6 +183,23 @@ BucketPlan ZeroStrategy::layer_plan(const TrainableParameters& trainable) {
   return plan;
 }
 
+// A layer sharded as built becomes `unit`, its block the unit's in the shard.
+void ZeroStrategy::take_built(ZeroLayers::Unit& unit) {
+  const auto same = [](const torch::Tensor& a, const torch::Tensor& b) {
+    return a.unsafeGetTensorImpl() == b.unsafeGetTensorImpl();
+  };
+  auto built = std::find_if(built_.begin(), built_.end(), [&](const BuiltLayer& b) {
+    return same(b.params.front(), unit.params.front());
+  });
+  DML_CHECK(built != built_.end() && built->params.size() == unit.params.size() &&
+                std::equal(unit.params.begin(), unit.params.end(), built->params.begin(), same) &&
+                built->offsets == unit.offsets && built->elements == unit.elements,
+            "a layer sharded as built is laid out as its bucket");
+  unit.flat = built->flat;
+  torch::NoGradGuard no_grad;
+  shard_.narrow(0, unit.shard_offset, built->block.numel()).copy_(built->block);
+}
+
 // Stage 3: the parameters move into per-layer storage, and the model's forward runs here.
 void ZeroStrategy::start_layers() {
   const auto& buckets = buckets_->buckets();
@@ -143,8 +210,10 @@ void ZeroStrategy::start_layers() {
                           .elements = buckets[index].elements,
                           .shard_offset = shards_[index].shard_offset};
     for (std::size_t k : buckets[index].params) unit.params.push_back(buckets_->params()[k]);
+    if (!built_.empty()) take_built(unit);
     units.push_back(std::move(unit));
   }
+  built_.clear();
   gathered_ = std::make_unique<ZeroLayers>(
       comm_, std::move(layers_), std::move(unit_of_layer_), std::move(units), shard_,
       [this] { load_shard_from_model(); }, options_.prefetch);
@@ -155,7 +224,7 @@ void ZeroStrategy::start_layers() {
 
 void ZeroStrategy::setup(const nn::ModelTensors& model) {
   // 1. Same shapes everywhere, rank 0's values everywhere, then buckets and blocks.
-  auto trainable = start_from_rank0(model, comm_);
+  auto trainable = built_.empty() ? start_from_rank0(model, comm_) : check_built_alike(model);
   for (auto& p : trainable.tensors)
     if (p.scalar_type() != trainable.tensors[0].scalar_type())
       throw UsageError("zero: all parameters must have one dtype");

@@ -72,6 +72,7 @@
 #include <vector>
 
 #include "distml/comm/communicator.h"
+#include "distml/core/fnv1a.h"
 #include "distml/nn/model_registry.h"
 #include "distml/train/strategies/allreduce_strategy.h"
 #include "distml/train/strategies/gradient_buckets.h"
@@ -96,6 +97,8 @@ class ZeroStrategy final : public Strategy {
   ZeroStrategy(comm::Communicator& comm, ZeroStrategyOptions options = {});
   ~ZeroStrategy() override;
 
+  /// Stage 3: keeps this rank's block of each layer as the model is built, and frees the rest.
+  nn::LayerBuilt on_layer_built() override;
   /// Stage 3: runs the model's forward from now on (zero_layers.h); UsageError for a model
   /// that is not a sequence of layers.
   void attach(nn::Model& model) override;
@@ -128,7 +131,11 @@ class ZeroStrategy final : public Strategy {
 
  private:
   struct Shard;
+  struct BuiltLayer;
+  void keep_block_of(const nn::ModelTensors& layer);
+  TrainableParameters check_built_alike(const nn::ModelTensors& model);
   BucketPlan layer_plan(const TrainableParameters& trainable);
+  void take_built(ZeroLayers::Unit& unit);
   void start_layers();
   void settle_before(std::size_t bucket);
   void launch_ready_buckets();
@@ -143,6 +150,8 @@ class ZeroStrategy final : public Strategy {
   std::vector<Shard> shards_;  // per bucket
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
   std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
+  std::vector<BuiltLayer> built_;         // stage 3: each layer's block, as built, until setup()
+  Fnv1a built_checksum_;                  // ... and the values they were built with
   std::optional<nn::Model> model_;        // stage 3: the model whose forward it runs
   std::vector<nn::Layer> layers_;         // ... and its layers, until setup()
   std::vector<int> unit_of_layer_;        // ... each one's bucket (-1: none)
