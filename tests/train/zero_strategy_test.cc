@@ -11,6 +11,7 @@
 
 #include "../data/temp_dir.h"
 #include "distml/core/error.h"
+#include "distml/train/model_setup.h"
 #include "trainer_fixture.h"
 
 namespace distml::train {
@@ -96,6 +97,47 @@ TEST(ZeroStrategy, Stage3OnOneRankEqualsTheReference) {
       expect_equivalent(zero, reference[0], reference, steps);
     }
   }
+}
+
+// No rank ever holds the whole model: each layer is cut as soon as it is built, so after the
+// trainer is made every parameter is empty until a layer is gathered (the RSS this saves is
+// measured in docs/benchmarks.md). The training itself is checked against the reference above,
+// from the same sharded start.
+TEST(ZeroStrategy, Stage3BuildsTheModelSharded) {
+  const int world = 3, batch = 4, steps = 2;
+  auto data = synthetic_images(world * batch * steps);
+  for (const char* model : {"mlp", "lenet5"}) {
+    const auto config = with_zero(config_for(model, "sgd", batch, steps), 3);
+    comm::local::run_ranks(world, {}, [&](comm::Communicator& comm) {
+      Trainer trainer(config, comm, data);
+      for (const auto& p : trainer.model().named_parameters())
+        EXPECT_EQ(p.value().storage().nbytes(), 0u)
+            << model << " rank " << comm.rank() << " " << p.key();
+    });
+  }
+}
+
+// Without a whole model to broadcast, the ranks must have built the same one. The trainer
+// refuses ranks with other seeds before it builds anything (their configurations differ);
+// this is the check behind it, for weights that differ all the same (another LibTorch's
+// generator): one rank that drew others is named on every rank, not trained from.
+TEST(ZeroStrategy, Stage3RefusesRanksThatBuiltOtherWeights) {
+  const auto data = synthetic_images(8);
+  comm::local::run_ranks(3, {}, [&](comm::Communicator& comm) {
+    auto config = config_for("mlp", "sgd", 4, 2);
+    config.train.seed += static_cast<std::uint64_t>(comm.rank() == 2);
+    ZeroStrategy strategy(comm, {.stage = 3});
+    auto model = build_model(config, data, strategy.on_layer_built());
+    strategy.attach(model);
+    try {
+      strategy.setup(model.tensors());
+      ADD_FAILURE() << "rank " << comm.rank() << ": trained from another rank's weights";
+    } catch (const CommError& e) {
+      EXPECT_NE(std::string(e.what()).find("rank 2 built other initial weights"),
+                std::string::npos)
+          << e.what();
+    }
+  });
 }
 
 INSTANTIATE_TEST_SUITE_P(ModelsOptimizersWorlds, ZeroEquivalence,
