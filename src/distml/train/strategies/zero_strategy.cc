@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <sstream>
 
 #include "distml/core/allocator.h"
 #include "distml/core/clock.h"
@@ -15,57 +14,6 @@
 
 namespace distml::train {
 namespace {
-
-template <class Optim, class Options>
-std::unique_ptr<torch::optim::Optimizer> make_like(const torch::optim::OptimizerOptions& options,
-                                                   const torch::Tensor& shard) {
-  return std::make_unique<Optim>(std::vector<torch::Tensor>{shard},
-                                 static_cast<const Options&>(options));
-}
-
-// An optimizer of the same kind and options as `like`, over the shard. Only optimizers that
-// update element by element qualify: on a slice of a tensor they do what they would do on it.
-std::unique_ptr<torch::optim::Optimizer> optimizer_like(torch::optim::Optimizer& like,
-                                                        const torch::Tensor& shard) {
-  if (like.param_groups().size() != 1)
-    throw UsageError(cat("zero: the optimizer must have one parameter group, it has ",
-                         like.param_groups().size()));
-  const auto& options = like.param_groups()[0].options();
-  namespace optim = torch::optim;
-  if (dynamic_cast<optim::SGD*>(&like))
-    return make_like<optim::SGD, optim::SGDOptions>(options, shard);
-  if (dynamic_cast<optim::Adam*>(&like))
-    return make_like<optim::Adam, optim::AdamOptions>(options, shard);
-  if (dynamic_cast<optim::AdamW*>(&like))
-    return make_like<optim::AdamW, optim::AdamWOptions>(options, shard);
-  throw UsageError("zero: can shard the state of sgd, adam and adamw only");
-}
-
-void load_archive(torch::optim::Optimizer& optimizer, const std::string& bytes) {
-  torch::serialize::InputArchive archive;
-  archive.load_from(bytes.data(), bytes.size());
-  optimizer.load(archive);
-}
-
-// The per-element tensors of a shard optimizer's state (momentum; Adam's moments), in a fixed
-// order; what else it holds (Adam's step count) is the same on every rank.
-std::vector<torch::Tensor*> element_state(torch::optim::OptimizerParamState& state) {
-  namespace optim = torch::optim;
-  std::vector<torch::Tensor*> out;
-  if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&state)) out = {&sgd->momentum_buffer()};
-  if (auto* adam = dynamic_cast<optim::AdamParamState*>(&state))
-    out = {&adam->exp_avg(), &adam->exp_avg_sq(), &adam->max_exp_avg_sq()};
-  if (auto* adamw = dynamic_cast<optim::AdamWParamState*>(&state))
-    out = {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()};
-  std::erase_if(out, [](const torch::Tensor* t) { return !t->defined(); });
-  return out;
-}
-
-// The state of an optimizer over one tensor; null before its first step.
-torch::optim::OptimizerParamState* only_state(torch::optim::Optimizer& optimizer) {
-  auto& states = optimizer.state();
-  return states.empty() ? nullptr : states.begin()->second.get();
-}
 
 // The elements a bucket holds before its padding: the gradients and the flag.
 std::int64_t used_elements(const GradientBuckets& buckets, std::size_t index) {
@@ -343,17 +291,16 @@ void ZeroStrategy::clip_gradients(double max_norm, const std::vector<torch::Tens
 void ZeroStrategy::optimizer_step(torch::optim::Optimizer& optimizer) {
   // 4. The shard's update, with the options the trainer set for this step.
   if (!shard_optimizer_) {
-    shard_optimizer_ = optimizer_like(optimizer, shard_);
+    shard_optimizer_ = std::make_unique<ShardOptimizer>(optimizer, shard_);
     if (!saved_state_.empty()) {  // resumed from a checkpoint
-      load_archive(*shard_optimizer_, saved_state_);
+      shard_optimizer_->load(saved_state_);
       saved_state_.clear();
     }
     if (!resharded_.empty()) load_resharded(optimizer);
   }
-  shard_optimizer_->param_groups()[0].set_options(optimizer.param_groups()[0].options().clone());
   if (!gathered_ || gathered_->whole()) load_shard_from_model();
-  shard_optimizer_->step();
-  stats_.optimizer_state_bytes = payload_bytes(optimizer_state_tensors(*shard_optimizer_));
+  shard_optimizer_->step(optimizer);
+  stats_.optimizer_state_bytes = shard_optimizer_->state_bytes();
   // 5. Everyone's update, everywhere (stage 3: layer by layer, when the next forward needs it).
   if (!gathered_) gather_parameters();
   // Stage 3, after its first step: what setup and the first step left free (the model's first
@@ -415,10 +362,7 @@ void ZeroStrategy::load_resharded(torch::optim::Optimizer& like) {
   std::vector<torch::Tensor*> into;
   const std::int64_t r = comm_.rank();
   for (std::int64_t q = 0; q < old_world; ++q) {
-    const torch::Tensor old_shard = torch::zeros({old_size}, shard_.options());
-    auto old = optimizer_like(like, old_shard);
-    load_archive(*old, saved[q]);
-    auto* state = only_state(*old);
+    auto state = ShardOptimizer::read_whole_state(like, saved[q], old_size, shard_.options());
     if (!state) return;  // an optimizer without state (SGD without momentum)
     const auto from = element_state(*state);
     if (!mine) {  // the step count from the first; the element tensors filled below
@@ -437,16 +381,12 @@ void ZeroStrategy::load_resharded(torch::optim::Optimizer& like) {
             .copy_(from[k]->narrow(0, old_offset[b] + lo - q * old_block[b], hi - lo));
     }
   }
-  shard_optimizer_->state()[c10::guts::to_string(shard_.unsafeGetTensorImpl())] = std::move(mine);
+  shard_optimizer_->set_whole_state(*mine);
 }
 
 std::string ZeroStrategy::save_state() {
   if (!shard_optimizer_) return saved_state_;  // no step since the start or the resume
-  torch::serialize::OutputArchive archive;
-  shard_optimizer_->save(archive);
-  std::ostringstream out;
-  archive.save_to(out);
-  return out.str();
+  return shard_optimizer_->save();
 }
 
 // The elements [r x block, (r + 1) x block) of each bucket, as far as they are parameters.

@@ -76,6 +76,7 @@
 #include "distml/nn/model_registry.h"
 #include "distml/train/strategies/allreduce_strategy.h"
 #include "distml/train/strategies/gradient_buckets.h"
+#include "distml/train/strategies/shard_optimizer.h"
 #include "distml/train/strategies/zero_layers.h"
 #include "distml/train/strategy.h"
 
@@ -149,7 +150,7 @@ class ZeroStrategy final : public Strategy {
   std::unique_ptr<GradientBuckets> buckets_;
   std::vector<Shard> shards_;  // per bucket
   torch::Tensor shard_;        // this rank's block of every bucket; its .grad() too
-  std::unique_ptr<torch::optim::Optimizer> shard_optimizer_;  // made at the first step
+  std::unique_ptr<ShardOptimizer> shard_optimizer_;  // made at the first step
   std::vector<BuiltLayer> built_;         // stage 3: each layer's block, as built, until setup()
   Fnv1a built_checksum_;                  // ... and the values they were built with
   std::optional<nn::Model> model_;        // stage 3: the model whose forward it runs

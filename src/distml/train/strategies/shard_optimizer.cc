@@ -1,0 +1,133 @@
+#include "distml/train/strategies/shard_optimizer.h"
+
+#include <algorithm>
+#include <sstream>
+#include <utility>
+
+#include "distml/core/error.h"
+#include "distml/train/strategies/replicas.h"
+
+namespace distml::train {
+namespace {
+
+namespace optim = torch::optim;
+
+template <class Optim, class Options>
+std::unique_ptr<optim::Optimizer> make_like(const optim::OptimizerOptions& options,
+                                            std::vector<torch::Tensor> params) {
+  return std::make_unique<Optim>(std::move(params), static_cast<const Options&>(options));
+}
+
+// An optimizer of the same kind and options as `like`, over `params`. Only optimizers that
+// update element by element qualify: on a slice of a tensor they do what they would do on it.
+std::unique_ptr<optim::Optimizer> optimizer_like(const optim::Optimizer& like,
+                                                 std::vector<torch::Tensor> params) {
+  if (like.param_groups().size() != 1)
+    throw UsageError(cat("zero: the optimizer must have one parameter group, it has ",
+                         like.param_groups().size()));
+  const auto& options = like.param_groups()[0].options();
+  if (dynamic_cast<const optim::SGD*>(&like))
+    return make_like<optim::SGD, optim::SGDOptions>(options, std::move(params));
+  if (dynamic_cast<const optim::Adam*>(&like))
+    return make_like<optim::Adam, optim::AdamOptions>(options, std::move(params));
+  if (dynamic_cast<const optim::AdamW*>(&like))
+    return make_like<optim::AdamW, optim::AdamWOptions>(options, std::move(params));
+  throw UsageError("zero: can shard the state of sgd, adam and adamw only");
+}
+
+// Where LibTorch's optimizers keep a parameter's state.
+std::string key_of(const torch::Tensor& param) {
+  return c10::guts::to_string(param.unsafeGetTensorImpl());
+}
+
+}  // namespace
+
+std::vector<torch::Tensor*> element_state(optim::OptimizerParamState& state) {
+  std::vector<torch::Tensor*> out;
+  if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&state)) out = {&sgd->momentum_buffer()};
+  if (auto* adam = dynamic_cast<optim::AdamParamState*>(&state))
+    out = {&adam->exp_avg(), &adam->exp_avg_sq(), &adam->max_exp_avg_sq()};
+  if (auto* adamw = dynamic_cast<optim::AdamWParamState*>(&state))
+    out = {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()};
+  std::erase_if(out, [](const torch::Tensor* t) { return !t->defined(); });
+  return out;
+}
+
+ShardOptimizer::ShardOptimizer(const optim::Optimizer& like, const torch::Tensor& shard,
+                               std::size_t chunk_bytes)
+    : shard_(shard) {
+  const std::int64_t chunk =
+      std::max<std::int64_t>(1, static_cast<std::int64_t>(chunk_bytes / shard.element_size()));
+  const auto values = shard.detach();
+  const auto& grads = shard.grad();
+  for (std::int64_t at = 0; at < shard.numel(); at += chunk) {
+    const std::int64_t n = std::min(chunk, shard.numel() - at);
+    auto c = values.narrow(0, at, n).detach().requires_grad_(true);
+    c.mutable_grad() = grads.narrow(0, at, n);
+    chunks_.push_back(std::move(c));
+  }
+  optimizer_ = optimizer_like(like, chunks_);
+}
+
+void ShardOptimizer::step(const optim::Optimizer& like) {
+  optimizer_->param_groups()[0].set_options(like.param_groups()[0].options().clone());
+  optimizer_->step();
+}
+
+std::unique_ptr<optim::OptimizerParamState> ShardOptimizer::whole_state() const {
+  const auto& states = optimizer_->state();
+  if (states.empty()) return nullptr;
+  auto whole = states.at(key_of(chunks_.front()))->clone();
+  const auto into = element_state(*whole);
+  for (std::size_t k = 0; k < into.size(); ++k) {
+    std::vector<torch::Tensor> parts;
+    for (const auto& c : chunks_) parts.push_back(*element_state(*states.at(key_of(c)))[k]);
+    *into[k] = torch::cat(parts);
+  }
+  return whole;
+}
+
+void ShardOptimizer::set_whole_state(optim::OptimizerParamState& whole) {
+  const auto from = element_state(whole);
+  std::int64_t at = 0;
+  for (const auto& c : chunks_) {
+    auto part = whole.clone();
+    const auto into = element_state(*part);
+    for (std::size_t k = 0; k < into.size(); ++k)
+      *into[k] = from[k]->narrow(0, at, c.numel()).clone();
+    optimizer_->state()[key_of(c)] = std::move(part);
+    at += c.numel();
+  }
+}
+
+std::string ShardOptimizer::save() const {
+  auto whole = optimizer_like(*optimizer_, {shard_});
+  if (auto state = whole_state()) whole->state()[key_of(shard_)] = std::move(state);
+  torch::serialize::OutputArchive archive;
+  whole->save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+void ShardOptimizer::load(const std::string& bytes) {
+  if (auto whole = read_whole_state(*optimizer_, bytes, shard_.numel(), shard_.options()))
+    set_whole_state(*whole);
+}
+
+std::size_t ShardOptimizer::state_bytes() const {
+  return payload_bytes(optimizer_state_tensors(*optimizer_));
+}
+
+std::unique_ptr<optim::OptimizerParamState> ShardOptimizer::read_whole_state(
+    const optim::Optimizer& like, const std::string& bytes, std::int64_t elements,
+    const torch::TensorOptions& options) {
+  auto whole = optimizer_like(like, {torch::zeros({elements}, options)});
+  torch::serialize::InputArchive archive;
+  archive.load_from(bytes.data(), bytes.size());
+  whole->load(archive);
+  auto& states = whole->state();
+  return states.empty() ? nullptr : std::move(states.begin()->second);
+}
+
+}  // namespace distml::train
