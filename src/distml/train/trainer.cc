@@ -637,8 +637,10 @@ TrainResult Trainer::run(const EventSink& on_event, const ProgressSink& on_progr
     report["schedule"] = s.config.parallel.schedule;
     report["micro_batches"] = s.grid->stages > 1 ? s.config.parallel.micro_batches : 1;
   }
+  const bool exports = !t.export_path.empty() || !t.export_module.empty();
+  if (exports) s.strategy->gather_model();  // ZeRO stage 3's model is sharded until now
   // Last, after every collective: a failure here cannot leave other ranks waiting.
-  if (reporter) export_model(s.model, s.config.train.export_path, s.config.train.export_module);
+  if (reporter && exports) export_model(s.model, t.export_path, t.export_module);
   result.global_step = s.global_step;
   result.bytes_sent = s.strategy->stats().bytes_sent;
   result.consensus_distance = s.strategy->stats().consensus_distance;

@@ -111,8 +111,8 @@ class Trainer {
 
   /// The model. With pipeline stages a rank holds only its own stage's tensors (the others'
   /// are empty), until the end of run() gathers the whole model on rank 0 for the export.
-  /// Under ZeRO stage 3 its parameters hold no values between construction and the end of
-  /// run(): read them with parameter_values().
+  /// Under ZeRO stage 3 its parameters hold values only while gathered (for a checkpoint or
+  /// an export): read them with parameter_values().
   nn::Model& model();
   /// Collective: copies of model()'s parameters, in order (ZeRO stage 3: read one layer at a
   /// time, never the whole model at once).

@@ -327,7 +327,6 @@ void ZeroStrategy::finish() {
   if (!gathered_) return;
   shard_optimizer_.reset();
   shard_.mutable_grad() = torch::Tensor();
-  gather_model();
 }
 
 StrategyStats ZeroStrategy::stats() const {

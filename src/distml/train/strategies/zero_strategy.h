@@ -13,11 +13,14 @@
 //    missing-gradient flag of stages 1 and 2 rides on the step's all-gather, which stage 3
 //    does not have;
 //  - after the update nothing is gathered: the next forward gathers layer by layer;
-//  - the parameters' first storage goes back to the system as setup moves each layer, and
-//    what the first step freed (the whole layers the first forward started from) after it;
-//    from setup on, blocks of 8 MiB and more are returned at free (mapped_memory.h);
-//  - evaluations and the final checksum read the model layer by layer; a checkpoint and
-//    finish() gather it whole.
+//  - a built-in model (mlp, lenet5) is sharded as it is built (on_layer_built): each layer,
+//    once its weights are drawn, keeps this rank's block and frees the rest, so no rank ever
+//    holds the whole model; other models are built whole, and their parameters' first storage
+//    goes back to the system as setup moves each layer. What the first step freed (the whole
+//    layers the first forward started from) goes back after it; from setup on, blocks of
+//    8 MiB and more are returned at free (mapped_memory.h);
+//  - evaluations and the final checksum read the model layer by layer; a checkpoint and an
+//    export gather it whole.
 //
 // The protocol, step by step:
 //  1. setup() starts every replica from rank 0's model (replicas.h) and cuts the parameters
@@ -117,8 +120,8 @@ class ZeroStrategy final : public Strategy {
   bool shards_parameters() const override { return gathered_ != nullptr; }
   void read_parameters_in_turn(const std::vector<torch::Tensor>& parameters,
                                const std::function<void(std::size_t)>& read) override;
-  /// Stage 3: the run is over, so the optimizer state and the gradient's shard go first, then
-  /// the model is gathered whole, for what the caller does with it.
+  /// Stage 3: the run is over: the optimizer state and the gradient's shard go. The model
+  /// stays sharded (gather_model() for a whole one).
   void finish() override;
   /// This rank's shard optimizer (its state: momentum, Adam moments and step counts).
   std::string save_state() override;
