@@ -8,9 +8,9 @@ namespace distml::train::conformance {
 
 const std::vector<Strategy>& strategies() {
   static const std::vector<Strategy> all = {
-      Strategy::allreduce, Strategy::zero1,        Strategy::zero2,        Strategy::zero3,
-      Strategy::ps,        Strategy::local_sgd_h1, Strategy::local_sgd_h2, Strategy::post_local_sgd,
-      Strategy::easgd,     Strategy::gossip,       Strategy::hybrid};
+      Strategy::allreduce,         Strategy::zero1, Strategy::zero2,        Strategy::zero3,
+      Strategy::zero3_no_prefetch, Strategy::ps,    Strategy::local_sgd_h1, Strategy::local_sgd_h2,
+      Strategy::post_local_sgd,    Strategy::easgd, Strategy::gossip,       Strategy::hybrid};
   return all;
 }
 
@@ -45,6 +45,7 @@ std::string name(Strategy s) {
     case Strategy::zero1: return "zero 1";
     case Strategy::zero2: return "zero 2";
     case Strategy::zero3: return "zero 3";
+    case Strategy::zero3_no_prefetch: return "zero 3 no prefetch";
     case Strategy::ps: return "ps bsp";
     case Strategy::local_sgd_h1: return "local_sgd H=1";
     case Strategy::local_sgd_h2: return "local_sgd H=2";
@@ -134,6 +135,9 @@ std::vector<std::string> overrides(const Cell& c, int steps) {
                                                            : c.strategy == Strategy::zero2 ? "2"
                                                                                            : "3")});
       break;
+    case Strategy::zero3_no_prefetch:
+      o.insert(o.end(), {"strategy.name=zero", "strategy.stage=3", "strategy.prefetch=false"});
+      break;
     case Strategy::ps: o.insert(o.end(), {"strategy.name=ps", "strategy.mode=bsp"}); break;
     case Strategy::local_sgd_h1:
       o.insert(o.end(), {"strategy.name=local_sgd", "strategy.period=1"});
@@ -207,7 +211,7 @@ std::string refused_key(const Cell& c) {
   const bool split = c.split != Split::none;
   const Strategy s = c.strategy;
   // What a config alone rules out (train/config.cc), in the order it is checked.
-  if (split && s == Strategy::zero3) return "strategy.stage";
+  if (split && (s == Strategy::zero3 || s == Strategy::zero3_no_prefetch)) return "strategy.stage";
   if (c.split == Split::pipedream && s != Strategy::allreduce) return "parallel.schedule";
   if (split && (s == Strategy::ps || s == Strategy::hybrid)) return "strategy.name";
   if (split && c.extra == Extra::accumulate) return "train.accumulate";

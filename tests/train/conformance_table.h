@@ -15,8 +15,9 @@ enum class Strategy {
   allreduce,
   zero1,
   zero2,
-  zero3,  // parameters gathered layer by layer
-  ps,     // bsp, one server
+  zero3,              // parameters gathered layer by layer
+  zero3_no_prefetch,  // ... each only when it is needed
+  ps,                 // bsp, one server
   local_sgd_h1,
   local_sgd_h2,
   post_local_sgd,  // 2 synchronous steps, then local SGD with H = 2

@@ -205,6 +205,9 @@ TEST(ConformanceAllreduce, EveryCellIsRefusedOrEqualsItsReference) { walk(Strate
 TEST(ConformanceZero1, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::zero1); }
 TEST(ConformanceZero2, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::zero2); }
 TEST(ConformanceZero3, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::zero3); }
+TEST(ConformanceZero3NoPrefetch, EveryCellIsRefusedOrEqualsItsReference) {
+  walk(Strategy::zero3_no_prefetch);
+}
 TEST(ConformancePs, EveryCellIsRefusedOrEqualsItsReference) { walk(Strategy::ps); }
 TEST(ConformanceLocalSgdH1, EveryCellIsRefusedOrEqualsItsReference) {
   walk(Strategy::local_sgd_h1);

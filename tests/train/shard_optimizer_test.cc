@@ -23,7 +23,7 @@ namespace {
 
 namespace optim = torch::optim;
 
-constexpr std::int64_t kElements = 64 * 10 + 40;        // ten whole chunks and a part
+constexpr std::int64_t kElements = 64 * 10 + 40;          // ten whole chunks and a part
 constexpr std::size_t kChunkBytes = 64 * sizeof(double);  // 64 doubles
 
 using MakeOptimizer = std::function<std::unique_ptr<optim::Optimizer>(torch::Tensor)>;
@@ -83,7 +83,8 @@ TEST(ShardOptimizer, StepsInChunksAsTheWholeTensorWouldAndSavesAsItWould) {
     auto reference = c.make(whole);
     ShardOptimizer chunked(*reference, shard, kChunkBytes);
     std::vector<torch::Tensor> grads;
-    for (int step = 0; step < 4; ++step) grads.push_back(torch::randn({kElements}, torch::kFloat64));
+    for (int step = 0; step < 4; ++step)
+      grads.push_back(torch::randn({kElements}, torch::kFloat64));
     for (int step = 0; step < 2; ++step) {
       set_grad(whole, grads[step]);
       set_grad(shard, grads[step]);

@@ -133,8 +133,7 @@ TEST(ZeroStrategy, Stage3RefusesRanksThatBuiltOtherWeights) {
       strategy.setup(model.tensors());
       ADD_FAILURE() << "rank " << comm.rank() << ": trained from another rank's weights";
     } catch (const CommError& e) {
-      EXPECT_NE(std::string(e.what()).find("rank 2 built other initial weights"),
-                std::string::npos)
+      EXPECT_NE(std::string(e.what()).find("rank 2 built other initial weights"), std::string::npos)
           << e.what();
     }
   });

@@ -38,6 +38,12 @@ void set_generator_state(const std::string& state) {
   set_state_now(state);
 }
 
+void draw_seeded(std::uint64_t seed, const std::function<void()>& draw) {
+  std::lock_guard lock(drawing_mutex());
+  torch::manual_seed(seed);
+  draw();
+}
+
 DrawingFrom::DrawingFrom(std::string& state)
     : lock_(drawing_mutex()), state_(state), saved_(state_now()) {
   set_state_now(state_);

@@ -3,6 +3,8 @@
 // are threads of one process and would otherwise share it.
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -12,6 +14,12 @@ namespace distml::train {
 /// another thread has its own state in the generator.
 std::string generator_state();
 void set_generator_state(const std::string& state);
+
+/// Seeds the default CPU generator with `seed` and runs `draw` while no DrawingFrom is alive
+/// (and no other draw_seeded): ranks that are threads of one process build their models one at
+/// a time, from the same draws, whatever the others' pipeline stages draw meanwhile. The
+/// generator is left where `draw` left it.
+void draw_seeded(std::uint64_t seed, const std::function<void()>& draw);
 
 /// While it lives, torch's default CPU generator draws from `state` (which it advances), and
 /// no other DrawingFrom of the process is alive. So ranks that are threads of one process (the

@@ -1,8 +1,9 @@
 #include "distml/train/model_setup.h"
 
-#include <mutex>
+#include <optional>
 
 #include "distml/core/error.h"
+#include "distml/train/generator_state.h"
 
 namespace distml::train {
 namespace {
@@ -45,11 +46,11 @@ torch::ScalarType scalar_type(const std::string& dtype) {
 }
 
 // torch's default generator is process-wide: ranks that are threads of one process must not
-// draw from it at the same time, or their initial weights would depend on the interleaving.
-// The weights are drawn in float32 and then converted, so both dtypes start from one model.
-// `built` must not communicate: other ranks may wait for the lock.
-nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed,
-                       torch::ScalarType dtype, const nn::LayerBuilt& built) {
+// draw from it at the same time, or their initial weights would depend on the interleaving
+// (draw_seeded). The weights are drawn in float32 and then converted, so both dtypes start from
+// one model. `built` must not communicate: other ranks may wait for the lock.
+nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed, torch::ScalarType dtype,
+                       const nn::LayerBuilt& built) {
   nn::LayerBuilt converted;
   if (built)
     converted = [&](const nn::ModelTensors& layer) {
@@ -57,12 +58,10 @@ nn::Model seeded_model(const nn::ModelOptions& options, std::uint64_t seed,
       for (auto p : layer.parameters) p.set_data(p.to(dtype));
       built(layer);
     };
-  static std::mutex mutex;
-  std::lock_guard lock(mutex);
-  torch::manual_seed(seed);
-  auto model = nn::make_model(options, converted);
-  model.to(dtype);  // the rest: buffers, and every tensor of a model that tells no one
-  return model;
+  std::optional<nn::Model> model;
+  draw_seeded(seed, [&] { model = nn::make_model(options, converted); });
+  model->to(dtype);  // the rest: buffers, and every tensor of a model that tells no one
+  return *model;
 }
 
 }  // namespace

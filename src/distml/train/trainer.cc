@@ -93,7 +93,7 @@ data::ShardedSampler sampler_for(const TaskData& data, const TrainConfig& c,
 
 struct Trainer::State {
   TrainConfig config;
-  comm::Communicator& world;            // every rank of the run
+  comm::Communicator& world;           // every rank of the run
   std::optional<pipeline::Grid> grid;  // with pipeline stages
   std::unique_ptr<Strategy> strategy;  // among the replicas (of this stage, in a pipeline)
   nn::LayerBuilt on_layer_built;       // set where the strategy takes the model as it is built

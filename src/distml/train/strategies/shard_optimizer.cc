@@ -56,8 +56,14 @@ std::vector<torch::Tensor*> element_state(optim::OptimizerParamState& state) {
 ShardOptimizer::ShardOptimizer(const optim::Optimizer& like, const torch::Tensor& shard,
                                std::size_t chunk_bytes)
     : shard_(shard) {
+  // SGD makes no temporary of its parameter's size but with weight decay or Nesterov: one
+  // chunk, whose momentum its first step makes as one block.
+  const bool adam =
+      dynamic_cast<const optim::Adam*>(&like) || dynamic_cast<const optim::AdamW*>(&like);
   const std::int64_t chunk =
-      std::max<std::int64_t>(1, static_cast<std::int64_t>(chunk_bytes / shard.element_size()));
+      !adam ? std::max<std::int64_t>(1, shard.numel())
+            : std::max<std::int64_t>(1,
+                                     static_cast<std::int64_t>(chunk_bytes / shard.element_size()));
   const auto values = shard.detach();
   const auto& grads = shard.grad();
   for (std::int64_t at = 0; at < shard.numel(); at += chunk) {
@@ -71,7 +77,32 @@ ShardOptimizer::ShardOptimizer(const optim::Optimizer& like, const torch::Tensor
 
 void ShardOptimizer::step(const optim::Optimizer& like) {
   optimizer_->param_groups()[0].set_options(like.param_groups()[0].options().clone());
+  if (optimizer_->state().empty()) start_adam_state();
   optimizer_->step();
+}
+
+// What Adam's and AdamW's first step would make for each chunk (step 0, zero moments), made
+// here as one tensor per kind instead: chunk-sized pieces, held for the whole run in malloc's
+// heap between what each step allocates and frees, kept the heap from shrinking (4 ranks of the
+// 16-layer MLP of docs/benchmarks.md held 50-170 MB more than with one block).
+void ShardOptimizer::start_adam_state() {
+  const auto zeros = [&] { return torch::zeros({shard_.numel()}, shard_.options()); };
+  const auto& options = optimizer_->param_groups()[0].options();
+  if (dynamic_cast<optim::Adam*>(optimizer_.get())) {
+    optim::AdamParamState state;
+    state.step(0);
+    state.exp_avg(zeros());
+    state.exp_avg_sq(zeros());
+    if (static_cast<const optim::AdamOptions&>(options).amsgrad()) state.max_exp_avg_sq(zeros());
+    set_whole_state(state);
+  } else if (dynamic_cast<optim::AdamW*>(optimizer_.get())) {
+    optim::AdamWParamState state;
+    state.step(0);
+    state.exp_avg(zeros());
+    state.exp_avg_sq(zeros());
+    if (static_cast<const optim::AdamWOptions&>(options).amsgrad()) state.max_exp_avg_sq(zeros());
+    set_whole_state(state);
+  }
 }
 
 std::unique_ptr<optim::OptimizerParamState> ShardOptimizer::whole_state() const {
@@ -90,11 +121,10 @@ std::unique_ptr<optim::OptimizerParamState> ShardOptimizer::whole_state() const 
 void ShardOptimizer::set_whole_state(optim::OptimizerParamState& whole) {
   const auto from = element_state(whole);
   std::int64_t at = 0;
-  for (const auto& c : chunks_) {
+  for (const auto& c : chunks_) {  // each chunk's state: views of `whole`'s
     auto part = whole.clone();
     const auto into = element_state(*part);
-    for (std::size_t k = 0; k < into.size(); ++k)
-      *into[k] = from[k]->narrow(0, at, c.numel()).clone();
+    for (std::size_t k = 0; k < into.size(); ++k) *into[k] = from[k]->narrow(0, at, c.numel());
     optimizer_->state()[key_of(c)] = std::move(part);
     at += c.numel();
   }

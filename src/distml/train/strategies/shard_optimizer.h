@@ -39,7 +39,8 @@ class ShardOptimizer {
   void load(const std::string& bytes);
   /// The state over the whole shard (per-element tensors of its size); null before a step.
   std::unique_ptr<torch::optim::OptimizerParamState> whole_state() const;
-  /// Replaces the state with `whole`, over the whole shard.
+  /// Replaces the state with `whole`, over the whole shard (the chunks' states become views
+  /// of its tensors).
   void set_whole_state(torch::optim::OptimizerParamState& whole);
   /// Bytes of per-element state held.
   std::size_t state_bytes() const;
@@ -51,6 +52,8 @@ class ShardOptimizer {
       const torch::TensorOptions& options);
 
  private:
+  void start_adam_state();
+
   torch::Tensor shard_;
   std::vector<torch::Tensor> chunks_;  // views of the shard, their .grad() views of its
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // over the chunks

@@ -19,10 +19,12 @@
 //    before the layer's own backward: it gathers the layer and starts the gather of the layer
 //    below. A gradient hook on each parameter counts the layer's gradients; the last one
 //    frees the layer again.
-// After gather_all() the model is whole, and stays whole through forwards without gradients: a
-// checkpoint reads it, and a resume writes it. The next forward with gradients starts from it:
-// the shard is loaded from the model first, and the layers are freed as they run. Without
-// gather_all(), a forward without gradients (an evaluation) gathers and frees layer by layer.
+// A model sharded as it was built starts with every layer freed and the shard filled; any
+// other starts whole. After gather_all() the model is whole, and stays whole through forwards
+// without gradients: a checkpoint reads it, and a resume writes it. The next forward with
+// gradients starts from it: the shard is loaded from the model first, and the layers are freed
+// as they run. Without gather_all(), a forward without gradients (an evaluation) gathers and
+// frees layer by layer.
 #pragma once
 
 #include <torch/torch.h>
@@ -44,7 +46,7 @@ class ZeroLayers {
     std::vector<std::int64_t> offsets;  // of each in the flat layout
     std::int64_t elements = 0;          // N blocks, padding included
     std::int64_t shard_offset = 0;      // this rank's block in the shard
-    torch::Tensor flat{};  // set when the parameters are already views of it, released
+    torch::Tensor flat{};               // set when the parameters are already views of it, released
   };
 
   /// `unit_of_layer[i]`: index in `units` of layer i's parameters, -1 for a layer without
