@@ -40,6 +40,17 @@ std::string key_of(const torch::Tensor& param) {
   return c10::guts::to_string(param.unsafeGetTensorImpl());
 }
 
+// The state Adam's (AdamW's) first step starts from: step 0, zero moments.
+template <class State, class Options, class Zeros>
+State first_adam_state(const optim::OptimizerOptions& options, const Zeros& zeros) {
+  State state;
+  state.step(0);
+  state.exp_avg(zeros());
+  state.exp_avg_sq(zeros());
+  if (static_cast<const Options&>(options).amsgrad()) state.max_exp_avg_sq(zeros());
+  return state;
+}
+
 }  // namespace
 
 std::vector<torch::Tensor*> element_state(optim::OptimizerParamState& state) {
@@ -89,18 +100,10 @@ void ShardOptimizer::start_adam_state() {
   const auto zeros = [&] { return torch::zeros({shard_.numel()}, shard_.options()); };
   const auto& options = optimizer_->param_groups()[0].options();
   if (dynamic_cast<optim::Adam*>(optimizer_.get())) {
-    optim::AdamParamState state;
-    state.step(0);
-    state.exp_avg(zeros());
-    state.exp_avg_sq(zeros());
-    if (static_cast<const optim::AdamOptions&>(options).amsgrad()) state.max_exp_avg_sq(zeros());
+    auto state = first_adam_state<optim::AdamParamState, optim::AdamOptions>(options, zeros);
     set_whole_state(state);
   } else if (dynamic_cast<optim::AdamW*>(optimizer_.get())) {
-    optim::AdamWParamState state;
-    state.step(0);
-    state.exp_avg(zeros());
-    state.exp_avg_sq(zeros());
-    if (static_cast<const optim::AdamWOptions&>(options).amsgrad()) state.max_exp_avg_sq(zeros());
+    auto state = first_adam_state<optim::AdamWParamState, optim::AdamWOptions>(options, zeros);
     set_whole_state(state);
   }
 }
