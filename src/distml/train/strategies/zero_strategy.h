@@ -46,8 +46,8 @@
 //     block only, which carries it into the all-gather of step 5, after which every rank fails.
 //  4. optimizer_step(optimizer) copies the current values of its blocks from the model into
 //     the shard (the model stays the one source of truth) and steps a private optimizer of the
-//     same kind over the shard, with the trainer optimizer's options copied at every step (so
-//     the learning-rate schedule reaches it). The optimizer state (momentum, Adam moments)
+//     same kind over the shard, chunk by chunk (shard_optimizer.h), with the trainer
+//     optimizer's options copied at every step (so the learning-rate schedule reaches it). The optimizer state (momentum, Adam moments)
 //     therefore exists for 1/N of the parameters; the trainer's own optimizer never steps and
 //     holds none. SGD, Adam and AdamW update element by element, so a shard follows the
 //     trajectory that the whole tensors would.
