@@ -18,6 +18,8 @@
 #include <string>
 #include <vector>
 
+#include "distml/train/strategies/replicas.h"
+
 namespace distml::train {
 namespace {
 

@@ -141,30 +141,30 @@ std::size_t average_across_ranks(std::span<const torch::Tensor> tensors, comm::C
   return payload_bytes(tensors);
 }
 
+std::vector<torch::Tensor*> element_state(torch::optim::OptimizerParamState& state) {
+  namespace optim = torch::optim;
+  std::vector<torch::Tensor*> out;
+  if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&state))
+    out = {&sgd->momentum_buffer()};
+  else if (auto* adam = dynamic_cast<optim::AdamParamState*>(&state))
+    out = {&adam->exp_avg(), &adam->exp_avg_sq(), &adam->max_exp_avg_sq()};
+  else if (auto* adamw = dynamic_cast<optim::AdamWParamState*>(&state))
+    out = {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()};
+  else
+    throw InternalError("element_state: an optimizer state of an unknown kind");
+  std::erase_if(out, [](const torch::Tensor* t) { return !t->defined(); });
+  return out;
+}
+
 std::vector<torch::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer) {
   std::vector<torch::Tensor> out;
-  auto add = [&](const torch::Tensor& t) {
-    if (t.defined() && t.numel() > 0) out.push_back(t);
-  };
   auto& state = optimizer.state();
   for (auto& group : optimizer.param_groups()) {
     for (auto& p : group.params()) {
       auto it = state.find(c10::guts::to_string(p.unsafeGetTensorImpl()));
       if (it == state.end()) continue;
-      torch::optim::OptimizerParamState* s = it->second.get();
-      if (auto* sgd = dynamic_cast<torch::optim::SGDParamState*>(s)) {
-        add(sgd->momentum_buffer());
-      } else if (auto* adam = dynamic_cast<torch::optim::AdamParamState*>(s)) {
-        add(adam->exp_avg());
-        add(adam->exp_avg_sq());
-        add(adam->max_exp_avg_sq());
-      } else if (auto* adamw = dynamic_cast<torch::optim::AdamWParamState*>(s)) {
-        add(adamw->exp_avg());
-        add(adamw->exp_avg_sq());
-        add(adamw->max_exp_avg_sq());
-      } else {
-        throw InternalError("optimizer_state_tensors: an optimizer state of an unknown kind");
-      }
+      for (const auto* t : element_state(*it->second))
+        if (t->numel() > 0) out.push_back(*t);
     }
   }
   return out;

@@ -68,6 +68,11 @@ torch::Tensor flat_copy(std::span<const torch::Tensor> tensors);
 /// Copies `flat` (as flat_copy() lays it out) back into the tensors.
 void copy_from_flat(const torch::Tensor& flat, std::span<const torch::Tensor> tensors);
 
+/// The per-element tensors of one parameter's SGD, Adam or AdamW state (momentum; Adam's
+/// moments), in a fixed order; what else it holds (Adam's step count) is the same for every
+/// element. InternalError for a state of another kind.
+std::vector<torch::Tensor*> element_state(torch::optim::OptimizerParamState& state);
+
 /// The floating-point state tensors of `optimizer` (momentum buffers, Adam moments), in
 /// parameter order, so that replicas can average them. Empty before the first step.
 std::vector<torch::Tensor> optimizer_state_tensors(torch::optim::Optimizer& optimizer);

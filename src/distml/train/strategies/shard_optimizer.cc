@@ -53,17 +53,6 @@ State first_adam_state(const optim::OptimizerOptions& options, const Zeros& zero
 
 }  // namespace
 
-std::vector<torch::Tensor*> element_state(optim::OptimizerParamState& state) {
-  std::vector<torch::Tensor*> out;
-  if (auto* sgd = dynamic_cast<optim::SGDParamState*>(&state)) out = {&sgd->momentum_buffer()};
-  if (auto* adam = dynamic_cast<optim::AdamParamState*>(&state))
-    out = {&adam->exp_avg(), &adam->exp_avg_sq(), &adam->max_exp_avg_sq()};
-  if (auto* adamw = dynamic_cast<optim::AdamWParamState*>(&state))
-    out = {&adamw->exp_avg(), &adamw->exp_avg_sq(), &adamw->max_exp_avg_sq()};
-  std::erase_if(out, [](const torch::Tensor* t) { return !t->defined(); });
-  return out;
-}
-
 ShardOptimizer::ShardOptimizer(const optim::Optimizer& like, const torch::Tensor& shard,
                                std::size_t chunk_bytes)
     : shard_(shard) {

@@ -8,7 +8,7 @@
 //
 // The state is saved and loaded as one optimizer over the whole shard would save it, so
 // checkpoints do not depend on the chunks, and a resume on another number of ranks reads each
-// saved shard's state as one tensor per kind (element_state).
+// saved shard's state as one tensor per kind (element_state, replicas.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -58,9 +58,5 @@ class ShardOptimizer {
   std::vector<torch::Tensor> chunks_;  // views of the shard, their .grad() views of its
   std::unique_ptr<torch::optim::Optimizer> optimizer_;  // over the chunks
 };
-
-/// The per-element tensors of a state (momentum; Adam's moments), in a fixed order; what else
-/// it holds (Adam's step count) is the same for every element.
-std::vector<torch::Tensor*> element_state(torch::optim::OptimizerParamState& state);
 
 }  // namespace distml::train
